@@ -1,0 +1,56 @@
+// model.h — a transformer loaded from GGUF, and its forward pass.
+#ifndef QUILL_MODEL_H
+#define QUILL_MODEL_H
+
+#include "backend.h"
+#include "gguf.h"
+#include "kvcache.h"
+
+enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
+
+typedef struct {
+    enum arch arch;
+    int n_vocab;
+    int dim;         // embedding width
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int ffn;         // feed-forward hidden width
+    int n_ctx_train; // context length from metadata
+    float rms_eps;
+    rope_cfg rope;
+} model_config;
+
+typedef struct {
+    qmat attn_norm, wq, wk, wv, wo;   // wq: [n_heads*head_dim, dim] ...
+    qmat bq, bk, bv;                  // qwen2 biases (data NULL when absent)
+    qmat q_norm, k_norm;              // qwen3 per-head norms [head_dim] (NULL when absent)
+    qmat ffn_norm, w_gate, w_up, w_down;
+} layer_weights;
+
+typedef struct model model;
+
+typedef struct {
+    const backend_ops *ops;
+    int n_threads;
+    int n_ctx;       // 0: from metadata
+} model_opts;
+
+int model_load(model **out, const char *path, const model_opts *o, char *err);
+void model_free(model *m);
+
+const model_config *model_cfg(const model *m);
+const gguf_file *model_gguf(const model *m);
+kvcache *model_kv(model *m);
+const char *model_backend_desc(model *m);
+// Bytes of weights one decode step reads (for the bandwidth roofline).
+size_t model_weight_bytes(const model *m);
+
+// Runs n tokens at positions kv.len .. kv.len+n-1 and appends them to the KV
+// cache. Writes logits of the last token ([n_vocab]) or, with all_logits, of
+// every token ([n, n_vocab]) into logits (host memory). Fails if the tokens do
+// not fit in the context.
+int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err);
+
+#endif

@@ -1,0 +1,70 @@
+// quant.h — GGML tensor types: block layouts, dequantization, activation
+// quantization and the dot-product kernels the CPU backend multiplies with.
+//
+// Types and ids are ggml's (the ids GGUF stores). quill computes with:
+//   F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
+// Every other known ggml type has a name and a block size (so `quill info`
+// can list it and the loader can size it) but is rejected for compute.
+//
+// Matrix products follow llama.cpp's CPU scheme, both for speed and so that
+// greedy outputs match it: activations are first quantized to the weight
+// type's "dot type" (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the
+// K-quants, F16 for F16, BF16 for BF16, F32 for F32), then integer (or
+// half-precision) dot products run block by block without ever dequantizing a
+// weight matrix.
+#ifndef QUILL_QUANT_H
+#define QUILL_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum qtype {
+    Q_F32 = 0, Q_F16 = 1, Q_Q4_0 = 2, Q_Q4_1 = 3, Q_Q5_0 = 6, Q_Q5_1 = 7,
+    Q_Q8_0 = 8, Q_Q8_1 = 9, Q_Q2_K = 10, Q_Q3_K = 11, Q_Q4_K = 12,
+    Q_Q5_K = 13, Q_Q6_K = 14, Q_Q8_K = 15, Q_BF16 = 30,
+    Q_TYPE_COUNT = 40,  // ids at or above this are unknown
+};
+
+typedef struct {
+    const char *name;    // "Q4_K"
+    int64_t block;       // elements per block (1 for F32/F16/BF16)
+    size_t block_bytes;  // bytes per block
+    int compute;         // 1 when quill can compute with it (dequantize + matmul)
+    uint32_t dot_type;   // activation type for dot products (only if compute)
+} qtype_info;
+
+// NULL for ids ggml never assigned or has removed (treat as "unknown type").
+const qtype_info *qtype_get(uint32_t type);
+// Name for messages, also for unknown ids ("type 99").
+const char *qtype_name(uint32_t type, char buf[16]);
+// Bytes of n elements; n must be a multiple of the block size (checked by caller).
+size_t qtype_row_bytes(uint32_t type, int64_t n);
+
+// half and bfloat16 conversions (round to nearest even, like ggml).
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+
+// dst[0..n) = the n elements of a row of `type` (n a multiple of the block).
+void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+
+// Activation quantization for multiplying with weights of type wtype:
+// q_act_row_bytes is the size of one quantized activation row of n elements,
+// q_quantize_act writes it (n a multiple of wtype's block).
+size_t q_act_row_bytes(uint32_t wtype, int64_t n);
+void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n);
+
+// The matrix kernel. For r in [0, nr) and t in [0, nt):
+//   y[t * ldy + r] = dot(row r of w, activation row t of xq)
+// w: nr weight rows of `wtype`, n elements each, w_stride bytes apart.
+// xq: nt activation rows from q_quantize_act, xq_stride bytes apart.
+// Each weight block is loaded once and used for several tokens (prefill);
+// nt == 1 is the decode matvec. Single-threaded: the caller splits rows.
+void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
+              const void *xq, size_t xq_stride, int nt, float *y, size_t ldy);
+
+// Which SIMD path q_matmul uses on this machine ("avx512-vnni", "avx2", "scalar").
+const char *q_simd_name(void);
+
+#endif

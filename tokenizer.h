@@ -1,0 +1,57 @@
+// tokenizer.h — text ⇄ token ids, from the vocabulary stored in a GGUF file.
+//
+// Models: `llama` (SentencePiece: scores, byte fallback <0xNN>, the leading
+// space "▁" rule). Byte-level BPE (`gpt2`) joins in a later issue behind the
+// same interface.
+#ifndef QUILL_TOKENIZER_H
+#define QUILL_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+
+typedef struct tokenizer tokenizer;
+
+// Reads tokenizer.ggml.* from f (the tokenizer copies what it needs, so f may
+// be closed afterwards). Fails with a clear message for an unsupported model.
+int tok_load(tokenizer **out, const gguf_file *f, char *err);
+void tok_free(tokenizer *t);
+
+int tok_n_vocab(const tokenizer *t);
+int tok_bos(const tokenizer *t);       // -1 if none
+int tok_eos(const tokenizer *t);       // -1 if none
+int tok_add_bos(const tokenizer *t);   // tokenizer.ggml.add_bos_token (default 1 for llama)
+int tok_is_eog(const tokenizer *t, int32_t id);  // end of generation (EOS, EOT, ...)
+const char *tok_model_name(const tokenizer *t);  // "llama"
+
+// Encodes len bytes of text. add_bos prepends BOS when the vocabulary has one.
+// parse_special: control/user-defined tokens written in the text become single
+// tokens; otherwise they are plain text. *ids is malloc'd (caller frees).
+// Invalid UTF-8 is encoded byte by byte (byte fallback), never rejected.
+int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
+               int32_t **ids, int *n_ids, char *err);
+
+// The bytes token `id` stands for when decoded ("▁" → " ", <0x0A> → "\n").
+// Control tokens (BOS/EOS) decode to nothing. Returns the byte count written
+// (at most cap) or -1 for an id out of range. `prev` is the previous token
+// (-1 at the start): SentencePiece drops the leading space of the first piece
+// after BOS.
+int tok_decode(const tokenizer *t, int32_t prev, int32_t id, char *buf, size_t cap);
+
+// The raw piece string of id (for `quill tokenize` and info), NUL-terminated.
+const char *tok_piece(const tokenizer *t, int32_t id);
+
+// Streaming output that never splits a UTF-8 character: bytes are pushed per
+// token; complete characters come back out, an incomplete tail is held.
+typedef struct {
+    char pending[4];
+    int n_pending;
+} utf8_stream;
+// Appends the completed bytes of (pending + in) to out (cap >= in_len + 4);
+// returns the count written. Invalid sequences are passed through unchanged.
+size_t utf8_stream_push(utf8_stream *s, const char *in, size_t in_len, char *out);
+// Whatever is still held (an incomplete character at the end of output).
+size_t utf8_stream_flush(utf8_stream *s, char *out);
+
+#endif

@@ -1,0 +1,25 @@
+// util.h — small shared helpers: error buffers and checked arithmetic.
+//
+// Library code never exits: a failing function returns -1 (or NULL) and writes
+// one line into the caller's error buffer, naming the file, key or tensor and
+// the expected vs actual value. Only main.c prints it and exits.
+#ifndef QUILL_UTIL_H
+#define QUILL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ERR_LEN 512  // size of every error buffer passed as `char *err`
+
+// Formats a message into err (printf-style) and returns -1, so a failure
+// path reads `return errf(err, "tensor %s: expected %d dims, got %d", ...)`.
+int errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Overflow-checked size arithmetic: return 0 and set *out, or -1 on overflow.
+static inline int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
+static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out) ? -1 : 0; }
+
+// Monotonic wall clock in seconds.
+double now_sec(void);
+
+#endif
