@@ -26,6 +26,7 @@ typedef struct {
     int n_rot;              // dimensions rotated per head (== head_dim here)
     int neox;               // 0: rotate pairs (2i, 2i+1) (llama); 1: pairs (i, i+n_rot/2) (qwen2/3)
     float base;             // theta base
+    float freq_scale;       // 1 / linear scaling factor (1: none)
     const float *freq_factors;  // [n_rot/2] divisors of each frequency (Llama-3 rope_freqs), or NULL
 } rope_cfg;
 

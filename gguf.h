@@ -59,6 +59,14 @@ typedef struct {
     uint64_t nbytes;             // checked to fit in the buffer
 } gguf_tensor;
 
+// Open-addressing hash from a name to its entry: slot[h & mask] holds the entry's
+// index + 1 (0 = empty). Built by gguf_parse; makes gguf_find/gguf_find_tensor O(1)
+// and duplicate detection linear even for hostile files.
+typedef struct {
+    uint64_t *slot;  // owned; mask + 1 slots (a power of two, at least 2x the entries)
+    uint64_t mask;
+} gguf_index;
+
 typedef struct {
     const uint8_t *base;  // the whole file (mmapped read-only by gguf_open)
     size_t size;
@@ -69,7 +77,10 @@ typedef struct {
     uint64_t n_tensors;
     gguf_tensor *tensors; // owned array of n_tensors
     uint64_t alignment;
-    uint64_t data_offset; // start of the tensor data section in the file
+    uint64_t data_offset; // start of the tensor data section in the file (for a file
+                          // without tensors that ends unpadded: the file size)
+    gguf_index kv_index;      // key -> kv
+    gguf_index tensor_index;  // tensor name -> tensor
 } gguf_file;
 
 // mmaps path read-only and parses it. On failure returns -1 with err set

@@ -1,7 +1,30 @@
 // quant.c — see quant.h. Block layouts are ggml's, byte for byte.
+//
+// Contents: the type table; fp16/bf16 conversions; row dequantization;
+// activation quantization (llama.cpp's values in quill's own SIMD-friendly
+// row layout, described in quant.h); and q_matmul with three
+// implementations picked at compile time: AVX-512 VNNI (this file's hot
+// path), AVX2 (float types only) and portable scalar C (everything; also the
+// reference the SIMD paths are checked against).
 #include "quant.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__) && defined(__F16C__)
+#define Q_AVX512 1
+#endif
+#if !defined(Q_AVX512) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define Q_AVX2 1
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 // Every type id ggml has assigned and still defines. Sizes: block_bytes per
 // `block` elements. compute/dot_type are filled for the types quill runs.
@@ -55,4 +78,993 @@ const char *qtype_name(uint32_t type, char buf[16]) {
 size_t qtype_row_bytes(uint32_t type, int64_t n) {
     const qtype_info *q = qtype_get(type);
     return q ? (size_t)(n / q->block) * q->block_bytes : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Half and bfloat16 conversions
+// ---------------------------------------------------------------------------
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+float fp16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0x1f) return bits_f32(sign | 0x7f800000 | man << 13);  // inf, NaN
+    if (exp == 0) {                                                    // zero, subnormal: man * 2^-24
+        const float v = (float)man * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return bits_f32(sign | (exp + 112) << 23 | man << 13);  // rebias 15 -> 127
+#endif
+}
+
+uint16_t f32_to_fp16(float f) {
+#if defined(__F16C__)
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    const uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000, ax = x & 0x7fffffff;
+    if (ax > 0x7f800000) return (uint16_t)(sign | 0x7e00 | ((ax >> 13) & 0x3ff));  // quiet NaN
+    if (ax >= 0x477ff000) return (uint16_t)(sign | 0x7c00);  // >= 65520 rounds to infinity
+    if (ax >= 0x38800000) {  // normal half (>= 2^-14): drop 13 mantissa bits, ties to even
+        uint32_t h = (ax >> 13) - (112u << 10), rem = ax & 0x1fff;
+        h += rem > 0x1000 || (rem == 0x1000 && (h & 1));  // a carry correctly bumps the exponent
+        return (uint16_t)(sign | h);
+    }
+    // Subnormal half: the value is m * 2^-shift in units of 2^-24 (the half
+    // subnormal step), m the 24-bit float significand.
+    const int shift = 126 - (int)(ax >> 23);
+    if (shift > 24) return (uint16_t)sign;  // below 2^-25: rounds to zero
+    const uint32_t m = (ax & 0x7fffff) | 0x800000;
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    q += rem > half || (rem == half && (q & 1));
+    return (uint16_t)(sign | q);
+#endif
+}
+
+float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t f32_to_bf16(float f) {
+    const uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);  // keep NaN, make it quiet
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);                 // round to nearest even
+}
+
+// ---------------------------------------------------------------------------
+// ggml block layouts (a fp16_t is raw half bits)
+// ---------------------------------------------------------------------------
+
+typedef uint16_t fp16_t;
+
+// 32 weights (q - 8) * d; qs[j] holds element j (low nibble) and j + 16 (high).
+typedef struct { fp16_t d; uint8_t qs[16]; } block_q4_0;
+// 32 weights q * d + m, nibbles as Q4_0.
+typedef struct { fp16_t d, m; uint8_t qs[16]; } block_q4_1;
+// 32 weights (q - 16) * d; bit e of the little-endian qh is element e's 5th bit.
+typedef struct { fp16_t d; uint8_t qh[4]; uint8_t qs[16]; } block_q5_0;
+// 32 weights q * d + m, bits as Q5_0.
+typedef struct { fp16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } block_q5_1;
+// 32 weights q * d.
+typedef struct { fp16_t d; int8_t qs[32]; } block_q8_0;
+// 256 weights in 8 sub-blocks of 32: d * sc[s] * q - dmin * mn[s], with 6-bit
+// sc/mn packed in scales[12]. qs[32c + l]: low nibble = sub-block 2c element
+// l, high nibble = sub-block 2c + 1 element l.
+typedef struct { fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } block_q4_K;
+// As Q4_K plus a 5th bit: bit s of qh[l] belongs to sub-block s element l.
+typedef struct { fp16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } block_q5_K;
+// 256 weights d * scales[e / 16] * (q - 32), q 6 bits: 4 in ql, 2 in qh (see q6k_value).
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; fp16_t d; } block_q6_K;
+
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0");
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1");
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0");
+_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1");
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0");
+_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K");
+_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
+_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
+
+static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline float load_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
+
+// Unpacks the 12 scale bytes of Q4_K/Q5_K into 8 scales and 8 mins (6 bits
+// each). Sub-blocks 0-3 keep theirs in the low 6 bits of bytes 0-3 (scale) and
+// 4-7 (min); sub-blocks 4-7 take the low/high nibble of bytes 8-11 and borrow
+// the top two bits of bytes 0-3 (scale) / 4-7 (min).
+static inline void k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        mn[j] = q[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((q[j + 8] & 15) | (q[j] >> 6) << 4);
+        mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | (q[j + 4] >> 6) << 4);
+    }
+}
+
+// The 6-bit value (0..63) of element e (0..255) of a Q6_K block. Each half of
+// 128 elements uses 64 ql bytes and 32 qh bytes: element 32*k + l of the half
+// (k < 4, l < 32) takes the low (k < 2) or high nibble of ql[l + 32*(k & 1)]
+// and bits 2k, 2k+1 of qh[l].
+static inline int q6k_value(const block_q6_K *b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int lo = (b->ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
+    const int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
+    return lo | hi << 4;
+}
+
+static inline int q5k_value(const block_q5_K *b, int e) {
+    const int s = e / 32, l = e % 32;
+    return ((b->qs[32 * (s / 2) + l] >> (4 * (s & 1))) & 15) | ((b->qh[l] >> s) & 1) << 4;
+}
+
+static inline int q4k_value(const block_q4_K *b, int e) {
+    const int s = e / 32, l = e % 32;
+    return (b->qs[32 * (s / 2) + l] >> (4 * (s & 1))) & 15;
+}
+
+// Integer values of one 32-weight block, before scale/offset: q in [0, 16)
+// for Q4_*, [0, 32) for Q5_*, signed for Q8_0.
+static void block32_values(uint32_t type, const void *blk, int q[32]) {
+    const uint8_t *qs;
+    uint32_t qh = 0;
+    switch (type) {
+    case Q_Q8_0:
+        for (int j = 0; j < 32; j++) q[j] = ((const block_q8_0 *)blk)->qs[j];
+        return;
+    case Q_Q4_0: qs = ((const block_q4_0 *)blk)->qs; break;
+    case Q_Q4_1: qs = ((const block_q4_1 *)blk)->qs; break;
+    case Q_Q5_0: qs = ((const block_q5_0 *)blk)->qs; qh = load_u32(((const block_q5_0 *)blk)->qh); break;
+    default:     qs = ((const block_q5_1 *)blk)->qs; qh = load_u32(((const block_q5_1 *)blk)->qh); break;
+    }
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+        q[j + 16] = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Dequantization
+// ---------------------------------------------------------------------------
+
+static void dequant_block32(uint32_t type, const uint8_t *src, float *dst, int64_t nb) {
+    const size_t bs = QTYPES[type].block_bytes;
+    for (int64_t i = 0; i < nb; i++, src += bs, dst += 32) {
+        int q[32];
+        block32_values(type, src, q);
+        const float d = fp16_to_f32(load_u32(src) & 0xffff);
+        const int has_min = type == Q_Q4_1 || type == Q_Q5_1;
+        const float m = has_min ? fp16_to_f32(load_u32(src) >> 16) : 0.0f;
+        const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
+        for (int j = 0; j < 32; j++) dst[j] = (float)(q[j] - off) * d + m;
+    }
+}
+
+static void dequant_q4_K(const block_q4_K *b, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, dst += 256) {
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const float d = fp16_to_f32(b->d), dmin = fp16_to_f32(b->dmin);
+        for (int e = 0; e < 256; e++)
+            dst[e] = d * sc[e / 32] * (float)q4k_value(b, e) - dmin * mn[e / 32];
+    }
+}
+
+static void dequant_q5_K(const block_q5_K *b, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, dst += 256) {
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const float d = fp16_to_f32(b->d), dmin = fp16_to_f32(b->dmin);
+        for (int e = 0; e < 256; e++)
+            dst[e] = d * sc[e / 32] * (float)q5k_value(b, e) - dmin * mn[e / 32];
+    }
+}
+
+static void dequant_q6_K(const block_q6_K *b, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, dst += 256) {
+        const float d = fp16_to_f32(b->d);
+        for (int e = 0; e < 256; e++) dst[e] = d * b->scales[e / 16] * (float)(q6k_value(b, e) - 32);
+    }
+}
+
+void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    const uint8_t *s = src;
+    switch (type) {
+    case Q_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case Q_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+        break;
+    case Q_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+        break;
+    case Q_Q4_0: case Q_Q4_1: case Q_Q5_0: case Q_Q5_1: case Q_Q8_0:
+        dequant_block32(type, s, dst, n / 32);
+        break;
+    case Q_Q4_K: dequant_q4_K(src, dst, n / 256); break;
+    case Q_Q5_K: dequant_q5_K(src, dst, n / 256); break;
+    case Q_Q6_K: dequant_q6_K(src, dst, n / 256); break;
+    default: memset(dst, 0, (size_t)n * sizeof(float)); break;  // callers reject non-compute types
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Activation quantization (layouts in quant.h)
+// ---------------------------------------------------------------------------
+
+#define A8_UNIT 512        // elements per Q8_0/Q8_1 activation unit (16 blocks of 32)
+#define A8_BYTES 576       // Q8_0 unit: 512 q + 16 float d
+#define A81_BYTES 640      // Q8_1 unit: 512 q + 16 float d + 16 float s
+#define AK_BYTES 320       // Q8_K record: 256 q + 16 int16 bsums + float d + pad
+#define AK_BSUMS 256       // byte offset of bsums in a Q8_K record
+#define AK_D 288           // byte offset of d in a Q8_K record
+
+// Byte of element p (0..4*nv) of lane L in a "lane-transposed" group: lane L
+// holds one scale group, and each 64-byte vector holds 4 consecutive
+// elements of every lane, so one dot-product instruction covers 16 groups.
+static inline size_t lane_pos(int L, int p) { return (size_t)(64 * (p >> 2) + 4 * L + (p & 3)); }
+
+static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
+    const qtype_info *q = qtype_get(wtype);
+    if (!q || !q->compute) return 0;
+    switch (q->dot_type) {
+    case Q_F32: case Q_F16: return (size_t)round_up(4 * n, 64);
+    case Q_BF16: return (size_t)round_up(2 * n, 64);
+    case Q_Q8_0: return (size_t)((n + A8_UNIT - 1) / A8_UNIT) * A8_BYTES;
+    case Q_Q8_1: return (size_t)((n + A8_UNIT - 1) / A8_UNIT) * A81_BYTES;
+    case Q_Q8_K: return (size_t)(n / 256) * AK_BYTES;
+    default: return 0;
+    }
+}
+
+// Q8_0 / Q8_1 of one block of 32, as llama.cpp's AVX2 quantize_row_q8_0/1:
+// d = amax/127, q = round-half-even(x * (127/amax)). Returns d; q[] filled.
+static float quant_block_q8(const float *x, int q[32]) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < 32; j++) q[j] = (int)rintf(x[j] * id);
+    return d;
+}
+
+// Q8_0 rows: unsigned q + 128 so that the VNNI u8 x s8 product can take the
+// activation as its unsigned operand (the kernel subtracts 128 * Σw).
+static void act_q8_0(const float *x, uint8_t *dst, int64_t n) {
+    const int64_t nb = n / 32, nu = (n + A8_UNIT - 1) / A8_UNIT;
+    for (int64_t u = 0; u < nu; u++) {  // padding lanes: q = 0 (stored 128), d = 0
+        memset(dst + u * A8_BYTES, 128, A8_UNIT);
+        memset(dst + u * A8_BYTES + A8_UNIT, 0, 64);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *unit = dst + (b / 16) * A8_BYTES;
+        const int L = (int)(b % 16);
+        int q[32];
+        const float d = fp16_to_f32(f32_to_fp16(quant_block_q8(x + 32 * b, q)));
+        for (int j = 0; j < 32; j++) unit[lane_pos(L, j)] = (uint8_t)(q[j] + 128);
+        memcpy(unit + A8_UNIT + 4 * L, &d, 4);
+    }
+}
+
+// Q8_1 rows: signed q, d and s = fp16(d * Σq) (d before its fp16 rounding).
+static void act_q8_1(const float *x, uint8_t *dst, int64_t n) {
+    const int64_t nb = n / 32, nu = (n + A8_UNIT - 1) / A8_UNIT;
+    memset(dst, 0, (size_t)(nu * A81_BYTES));
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *unit = dst + (b / 16) * A81_BYTES;
+        const int L = (int)(b % 16);
+        int q[32], sum = 0;
+        const float d = quant_block_q8(x + 32 * b, q);
+        for (int j = 0; j < 32; j++) {
+            unit[lane_pos(L, j)] = (uint8_t)(int8_t)q[j];
+            sum += q[j];
+        }
+        const float dh = fp16_to_f32(f32_to_fp16(d)), s = fp16_to_f32(f32_to_fp16(d * (float)sum));
+        memcpy(unit + A8_UNIT + 4 * L, &dh, 4);
+        memcpy(unit + A8_UNIT + 64 + 4 * L, &s, 4);
+    }
+}
+
+// Q8_K as llama.cpp's quantize_row_q8_K_ref: scaled by the signed element of
+// largest magnitude (the first such), rounded half-even, clamped to 127.
+static void act_q8_K(const float *x, uint8_t *dst, int64_t n) {
+    for (int64_t k = 0; k < n / 256; k++, x += 256, dst += AK_BYTES) {
+        memset(dst, 0, AK_BYTES);
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++) {
+            const float ax = fabsf(x[j]);
+            if (ax > amax) { amax = ax; max = x[j]; }
+        }
+        if (amax == 0.0f) continue;
+        const float iscale = -127.0f / max, d = 1.0f / iscale;
+        int16_t bsums[16] = {0};
+        for (int j = 0; j < 256; j++) {
+            int v = (int)rintf(iscale * x[j]);
+            v = v < 127 ? v : 127;
+            dst[lane_pos(j / 16, j % 16)] = (uint8_t)(int8_t)v;
+            bsums[j / 16] = (int16_t)(bsums[j / 16] + v);
+        }
+        memcpy(dst + AK_BSUMS, bsums, sizeof bsums);
+        memcpy(dst + AK_D, &d, 4);
+    }
+}
+
+void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
+    const qtype_info *q = qtype_get(wtype);
+    if (!q || !q->compute) return;
+    uint8_t *o = dst;
+    const size_t bytes = q_act_row_bytes(wtype, n);
+    switch (q->dot_type) {
+    case Q_F32:
+        memcpy(o, x, (size_t)n * 4);
+        memset(o + 4 * n, 0, bytes - (size_t)(4 * n));
+        break;
+    case Q_F16:
+        for (int64_t i = 0; i < n; i++) {
+            const float v = fp16_to_f32(f32_to_fp16(x[i]));
+            memcpy(o + 4 * i, &v, 4);
+        }
+        memset(o + 4 * n, 0, bytes - (size_t)(4 * n));
+        break;
+    case Q_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t v = f32_to_bf16(x[i]);
+            memcpy(o + 2 * i, &v, 2);
+        }
+        memset(o + 2 * n, 0, bytes - (size_t)(2 * n));
+        break;
+    case Q_Q8_0: act_q8_0(x, o, n); break;
+    case Q_Q8_1: act_q8_1(x, o, n); break;
+    case Q_Q8_K: act_q8_K(x, o, n); break;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scalar dot products: one weight row against one activation row. These are
+// the portable path and spell out the math the SIMD kernels reorganize.
+// ---------------------------------------------------------------------------
+
+static float dot_f32(const uint8_t *w, const uint8_t *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += load_f32(w + 4 * i) * load_f32(x + 4 * i);
+    return s;
+}
+
+static float dot_f16(const uint8_t *w, const uint8_t *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += fp16_to_f32((uint16_t)(w[2 * i] | w[2 * i + 1] << 8)) * load_f32(x + 4 * i);
+    return s;
+}
+
+static float dot_bf16(const uint8_t *w, const uint8_t *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s += bf16_to_f32((uint16_t)(w[2 * i] | w[2 * i + 1] << 8)) * bf16_to_f32((uint16_t)(x[2 * i] | x[2 * i + 1] << 8));
+    return s;
+}
+
+// Q4_0 / Q5_0 / Q8_0 against Q8_0 activations: per block d_w * d_x * Σ w*x,
+// with w = q - 8 (Q4_0), q - 16 (Q5_0) or q (Q8_0).
+static float dot_q8_0_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+    const size_t bs = QTYPES[type].block_bytes;
+    const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++, w += bs) {
+        const uint8_t *unit = x + (b / 16) * A8_BYTES;
+        const int L = (int)(b % 16);
+        int q[32], isum = 0;
+        block32_values(type, w, q);
+        for (int j = 0; j < 32; j++) isum += (q[j] - off) * (unit[lane_pos(L, j)] - 128);
+        s += (float)isum * (fp16_to_f32(load_u32(w) & 0xffff) * load_f32(unit + A8_UNIT + 4 * L));
+    }
+    return s;
+}
+
+// Q4_1 / Q5_1 against Q8_1: per block d_w * d_x * Σ q*x + m_w * s_x.
+static float dot_q8_1_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+    const size_t bs = QTYPES[type].block_bytes;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++, w += bs) {
+        const uint8_t *unit = x + (b / 16) * A81_BYTES;
+        const int L = (int)(b % 16);
+        int q[32], isum = 0;
+        block32_values(type, w, q);
+        for (int j = 0; j < 32; j++) isum += q[j] * (int8_t)unit[lane_pos(L, j)];
+        const float dw = fp16_to_f32(load_u32(w) & 0xffff), mw = fp16_to_f32(load_u32(w) >> 16);
+        s += (float)isum * (dw * load_f32(unit + A8_UNIT + 4 * L)) + mw * load_f32(unit + A8_UNIT + 64 + 4 * L);
+    }
+    return s;
+}
+
+// Σq*x over each group of 16 elements of one super-block (x: a Q8_K record).
+static void k_group_sums(uint32_t type, const void *blk, const uint8_t *x, int isum[16]) {
+    for (int g = 0; g < 16; g++) {
+        int s = 0;
+        for (int p = 0; p < 16; p++) {
+            const int e = 16 * g + p;
+            const int q = type == Q_Q4_K ? q4k_value(blk, e) : type == Q_Q5_K ? q5k_value(blk, e) : q6k_value(blk, e);
+            s += q * (int8_t)x[lane_pos(g, p)];
+        }
+        isum[g] = s;
+    }
+}
+
+// Q4_K / Q5_K / Q6_K against Q8_K, as llama.cpp: integer sums per sub-block
+// times its scale, minus the mins through bsums (Q6_K: minus 32 * bsums),
+// then scaled by d_w * d_x (and dmin_w * d_x).
+static float dot_k_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+    const size_t bs = QTYPES[type].block_bytes;
+    float s = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += bs, x += AK_BYTES) {
+        int isum[16], sumi = 0, summ = 0;
+        int16_t bsums[16];
+        memcpy(bsums, x + AK_BSUMS, sizeof bsums);
+        const float dx = load_f32(x + AK_D);
+        k_group_sums(type, w, x, isum);
+        if (type == Q_Q6_K) {
+            const block_q6_K *b = (const block_q6_K *)w;
+            for (int g = 0; g < 16; g++) sumi += b->scales[g] * (isum[g] - 32 * bsums[g]);
+            s += (fp16_to_f32(b->d) * dx) * (float)sumi;
+            continue;
+        }
+        uint8_t sc[8], mn[8];
+        const block_q4_K *b = (const block_q4_K *)w;  // Q5_K starts with the same fields
+        k4_scales(b->scales, sc, mn);
+        for (int g = 0; g < 16; g++) {
+            sumi += sc[g / 2] * isum[g];
+            summ += mn[g / 2] * bsums[g];
+        }
+        s += (fp16_to_f32(b->d) * dx) * (float)sumi - (fp16_to_f32(b->dmin) * dx) * (float)summ;
+    }
+    return s;
+}
+
+__attribute__((unused))  // SIMD builds keep it as the readable statement of the math
+static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+    switch (type) {
+    case Q_F32: return dot_f32(w, x, n);
+    case Q_F16: return dot_f16(w, x, n);
+    case Q_BF16: return dot_bf16(w, x, n);
+    case Q_Q4_0: case Q_Q5_0: case Q_Q8_0: return dot_q8_0_family(type, w, x, n);
+    case Q_Q4_1: case Q_Q5_1: return dot_q8_1_family(type, w, x, n);
+    default: return dot_k_family(type, w, x, n);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512 VNNI kernels
+//
+// Every quantized kernel works on "units" of 16 scale groups (a Q8_K super-
+// block, or 16 blocks of 32 for the 32-element types). A unit's weights are
+// unpacked once into registers in the same lane-transposed order as the
+// activation rows (quant.h): vector v, lane g = elements 4v..4v+3 of scale
+// group g. A run of VPDPBUSD then leaves group g's integer dot product in lane
+// g, so one integer multiply by the per-lane scales and one float FMA finish a
+// unit for one token. The unpacked unit is reused for up to TILE_T tokens.
+// ---------------------------------------------------------------------------
+#if defined(Q_AVX512)
+
+#define TILE_T 8       // tokens sharing one unpacked weight unit (register tile)
+#define ROW_BLOCK 32   // rows revisited by every token tile (their weights stay in L2)
+#define K_CHUNK 2048   // elements per pass when several token tiles run (activations stay in L1)
+
+// out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
+// t < tn <= TILE_T; activation rows are xs bytes apart.
+typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                        size_t xs, int tn, float *out);
+
+// Calls body(args..., NT) with NT the compile-time constant equal to tn.
+#define TILE_SWITCH(body, ...)                          \
+    switch (tn) {                                       \
+    case 1: body(__VA_ARGS__, 1); break;                \
+    case 2: body(__VA_ARGS__, 2); break;                \
+    case 3: body(__VA_ARGS__, 3); break;                \
+    case 4: body(__VA_ARGS__, 4); break;                \
+    case 5: body(__VA_ARGS__, 5); break;                \
+    case 6: body(__VA_ARGS__, 6); break;                \
+    case 7: body(__VA_ARGS__, 7); break;                \
+    default: body(__VA_ARGS__, 8); break;               \
+    }
+
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+
+// --- K-quants (unit = one 256-element super-block, 16 groups of 16) --------
+
+typedef struct {
+    __m512i q[4];  // q[v] lane g: the 4 weights 16g+4v..16g+4v+3, unsigned (Q6_K: 0..63)
+    __m512i sc;    // lane g: scale of group g (int32)
+    __m256i mn;    // int16 lane g: min of group g's sub-block (Q4_K/Q5_K), for madd with bsums
+    __m512 d;      // d broadcast
+    __m256 dmin;   // dmin broadcast (Q4_K/Q5_K)
+} kq_regs;
+
+// Q4_K/Q5_K scales and mins, one per lane g (sub-block g/2).
+ALWAYS_INLINE void k4_scale_regs(const block_q4_K *b, kq_regs *r) {
+    uint8_t sm[16];  // 8 scales then 8 mins
+    k4_scales(b->scales, sm, sm + 8);
+    const __m128i v = _mm_loadu_si128((const __m128i *)sm);
+    const __m128i dup_sc = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m128i dup_mn = _mm_add_epi8(dup_sc, _mm_set1_epi8(8));
+    r->sc = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, dup_sc));
+    r->mn = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, dup_mn));
+    r->d = _mm512_set1_ps(fp16_to_f32(b->d));
+    r->dmin = _mm256_set1_ps(fp16_to_f32(b->dmin));
+}
+
+// The low 4 bits of Q4_K/Q5_K: lane g reads qs dword 8(g/4) + 4(g%2) + v
+// (chunk g/4, first or second 16 bytes of it) and the nibble of sub-block g/2.
+ALWAYS_INLINE __m512i k4_nibbles(__m512i z0, __m512i z1, int v) {
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 4, 0, 4, 8, 12, 8, 12, 16, 20, 16, 20, 24, 28, 24, 28), _mm512_set1_epi32(v));
+    const __m512i sh = _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4);
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutex2var_epi32(z0, idx, z1), sh),
+                            _mm512_set1_epi8(15));
+}
+
+ALWAYS_INLINE void q4k_unpack(const block_q4_K *b, kq_regs *r) {
+    const __m512i z0 = load512(b->qs), z1 = load512(b->qs + 64);
+    for (int v = 0; v < 4; v++) r->q[v] = k4_nibbles(z0, z1, v);
+    k4_scale_regs(b, r);
+}
+
+// Q5_K: lane g's 5th bits are bit g/2 of qh bytes 16(g%2) + 4v..+3; a rotate
+// by 4 - g/2 moves that bit to bit 4 of each byte.
+ALWAYS_INLINE void q5k_unpack(const block_q5_K *b, kq_regs *r) {
+    const __m512i z0 = load512(b->qs), z1 = load512(b->qs + 64);
+    const __m512i qh = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)b->qh));
+    const __m512i hidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    const __m512i rot = _mm512_setr_epi32(4, 4, 3, 3, 2, 2, 1, 1, 0, 0, 31, 31, 30, 30, 29, 29);
+    for (int v = 0; v < 4; v++) {
+        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(hidx, _mm512_set1_epi32(v)), qh);
+        const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x10));
+        r->q[v] = _mm512_or_si512(k4_nibbles(z0, z1, v), hb);
+    }
+    k4_scale_regs((const block_q4_K *)b, r);  // d, dmin, scales[12] lead both layouts
+}
+
+// Q6_K: lane g = group g of half g/8, quarter k = (g%8)/2: its low 4 bits
+// are nibble k/2 of ql dword 16(g/8) + 8(k%2) + 4(g%2) + v, its top 2 bits
+// are bits 2k, 2k+1 of qh dword 8(g/8) + 4(g%2) + v (rotated to bits 4, 5).
+ALWAYS_INLINE void q6k_unpack(const block_q6_K *b, kq_regs *r) {
+    const __m512i l0 = load512(b->ql), l1 = load512(b->ql + 64), qh = load512(b->qh);
+    const __m512i lidx = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 16, 20, 24, 28, 16, 20, 24, 28);
+    const __m512i lsh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i hidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
+    const __m512i rot = _mm512_setr_epi32(4, 4, 2, 2, 0, 0, 30, 30, 4, 4, 2, 2, 0, 0, 30, 30);
+    for (int v = 0; v < 4; v++) {
+        const __m512i vv = _mm512_set1_epi32(v);
+        const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, _mm512_add_epi32(lidx, vv), l1), lsh);
+        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(hidx, vv), qh);
+        const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x30));
+        r->q[v] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(15), 0xEC);  // (lo & 15) | hb
+    }
+    r->sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales));
+    r->d = _mm512_set1_ps(fp16_to_f32(b->d));
+}
+
+// Σ_v VPDPBUSD(q[v], x[v]): lane g = Σ q*x over group g.
+ALWAYS_INLINE __m512i k_dot(const kq_regs *r, const uint8_t *a) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i i0 = _mm512_dpbusd_epi32(z, r->q[0], load512(a));
+    __m512i i1 = _mm512_dpbusd_epi32(z, r->q[2], load512(a + 128));
+    i0 = _mm512_dpbusd_epi32(i0, r->q[1], load512(a + 64));
+    i1 = _mm512_dpbusd_epi32(i1, r->q[3], load512(a + 192));
+    return _mm512_add_epi32(i0, i1);
+}
+
+// One super-block of one token: acc += d*dx * Σ_g sc_g * isum_g and
+// accm += dmin*dx * Σ_g mn_g * bsum_g (Q4_K/Q5_K; the mins are subtracted at
+// the end). Q6_K (q stored unsigned) subtracts 32 * bsum_g inside each group.
+ALWAYS_INLINE void k_token(uint32_t type, const kq_regs *r, const uint8_t *a, __m512 *acc, __m256 *accm) {
+    __m512i isum = k_dot(r, a);
+    const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a + AK_BSUMS));
+    const __m512 dx = _mm512_set1_ps(load_f32(a + AK_D));
+    if (type == Q_Q6_K)
+        isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(_mm512_cvtepi16_epi32(bsums), 5));
+    const __m512i s = _mm512_mullo_epi32(isum, r->sc);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(r->d, dx), *acc);
+    if (type != Q_Q6_K) {
+        const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, r->mn));
+        *accm = _mm256_fmadd_ps(m, _mm256_mul_ps(r->dmin, _mm512_castps512_ps256(dx)), *accm);
+    }
+}
+
+ALWAYS_INLINE void k_tile_n(uint32_t type, const uint8_t *w, int64_t u0, int64_t u1, const uint8_t *x,
+                            size_t xs, float *out, const int NT) {
+    __m512 acc[TILE_T];
+    __m256 accm[TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        acc[t] = _mm512_setzero_ps();
+        accm[t] = _mm256_setzero_ps();
+    }
+    const size_t bs = QTYPES[type].block_bytes;
+    for (int64_t u = u0; u < u1; u++) {
+        kq_regs r;
+        const void *blk = w + (size_t)u * bs;
+        if (type == Q_Q4_K) q4k_unpack(blk, &r);
+        else if (type == Q_Q5_K) q5k_unpack(blk, &r);
+        else q6k_unpack(blk, &r);
+        const uint8_t *a = x + (size_t)u * AK_BYTES;
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) k_token(type, &r, a + (size_t)t * xs, &acc[t], &accm[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum256(accm[t]);
+}
+
+static void tile_q4_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    (void)n;
+    TILE_SWITCH(k_tile_n, Q_Q4_K, w, u0, u1, x, xs, out)
+}
+static void tile_q5_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    (void)n;
+    TILE_SWITCH(k_tile_n, Q_Q5_K, w, u0, u1, x, xs, out)
+}
+static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    (void)n;
+    TILE_SWITCH(k_tile_n, Q_Q6_K, w, u0, u1, x, xs, out)
+}
+
+// --- 32-element types (unit = 16 blocks = 512 elements) --------------------
+
+typedef struct {
+    __m512i q[8];  // q[v] lane b: weights 4v..4v+3 of block b (signed for Q8_0/Q4_0/Q5_0, else unsigned)
+    __m512i corr;  // Q8_0 family: -128 * Σw of block b (the activation is stored as x + 128)
+    __m512 d;      // lane b: d of block b
+    __m512 m;      // lane b: m of block b (Q4_1/Q5_1)
+} a8_regs;
+
+// One stage of the unit transposition: exchanges bit `stage` of the vector
+// index (a holds 0, b holds 1) with bit `stage` of the lane index.
+ALWAYS_INLINE void swap_stage(__m512i *a, __m512i *b, int stage) {
+    static const int32_t idx[3][2][16] = {
+        {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+         {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}},
+        {{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+         {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}},
+        {{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+         {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
+    };
+    const __m512i lo = _mm512_permutex2var_epi32(*a, load512(idx[stage][0]), *b);
+    const __m512i hi = _mm512_permutex2var_epi32(*a, load512(idx[stage][1]), *b);
+    *a = lo;
+    *b = hi;
+}
+
+// Q8_0: z[k] = [block k | block 8+k] (8 dwords each); three stages move the
+// dword index into the vector index and the block into the lane (lane 8j+k).
+ALWAYS_INLINE void q8_0_qs(const block_q8_0 *b, __m512i q[8]) {
+    for (int k = 0; k < 8; k++)
+        q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[k].qs)),
+                                  _mm256_loadu_si256((const __m256i *)b[k + 8].qs), 1);
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 8; k++)
+            if (!(k & (1 << s))) swap_stage(&q[k], &q[k | 1 << s], s);
+}
+
+// 4-bit types: z[k] = blocks k, 4+k, 8+k, 12+k (4 qs dwords each); two stages
+// give z[v] lane b = qs dword v of block b. Low nibbles are weights 4v..4v+3,
+// high nibbles weights 16+4v..16+4v+3.
+ALWAYS_INLINE void nibble_qs(const uint8_t *blocks, size_t bs, size_t qs_off, __m512i q[8]) {
+    __m512i z[4];
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *p = blocks + qs_off + (size_t)k * bs;
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 4 * bs)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 8 * bs)), 2);
+        z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 12 * bs)), 3);
+    }
+    swap_stage(&z[0], &z[1], 0);
+    swap_stage(&z[2], &z[3], 0);
+    swap_stage(&z[0], &z[2], 1);
+    swap_stage(&z[1], &z[3], 1);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int v = 0; v < 4; v++) {
+        q[v] = _mm512_and_si512(z[v], m4);
+        q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(z[v], 4), m4);
+    }
+}
+
+// ORs the 5th bits into q: lane b's weights 4v..4v+3 take bits 4v..4v+3 of
+// its qh, spread to bit 4 of each byte through a 16-entry table.
+ALWAYS_INLINE void add_high_bits(const uint8_t *blocks, size_t bs, size_t qh_off, __m512i q[8]) {
+    const __m512i qh = _mm512_i32gather_epi32(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)bs)),
+                                              blocks + qh_off, 1);
+    const __m512i spread = _mm512_setr_epi32(
+        0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010, 0x00101000, 0x00101010,
+        0x10000000, 0x10000010, 0x10001000, 0x10001010, 0x10100000, 0x10100010, 0x10101000, 0x10101010);
+    for (int v = 0; v < 8; v++)  // permutexvar only reads the low 4 bits of each index
+        q[v] = _mm512_or_si512(q[v], _mm512_permutexvar_epi32(_mm512_srlv_epi32(qh, _mm512_set1_epi32(4 * v)), spread));
+}
+
+// d (and m) of 16 blocks: the dword at each block's start holds d | m << 16.
+ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, a8_regs *r) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)bs));
+    const __m512i dm = _mm512_i32gather_epi32(idx, blocks, 1);
+    r->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+    r->m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+}
+
+// Unpacks 16 blocks (a full unit) of `type` into r.
+ALWAYS_INLINE void a8_unpack(uint32_t type, const uint8_t *blocks, a8_regs *r) {
+    const size_t bs = QTYPES[type].block_bytes;
+    if (type == Q_Q8_0) q8_0_qs((const block_q8_0 *)blocks, r->q);
+    else nibble_qs(blocks, bs, type == Q_Q4_0 ? 2 : type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : 8, r->q);
+    if (type == Q_Q5_0 || type == Q_Q5_1) add_high_bits(blocks, bs, type == Q_Q5_0 ? 2 : 4, r->q);
+    block_scales(blocks, bs, r);
+    if (type == Q_Q4_1 || type == Q_Q5_1) return;
+    // signed weights for the Q8_0 family, and the correction for the +128 in x
+    const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
+    __m512i c = _mm512_setzero_si512();
+    for (int v = 0; v < 8; v++) {
+        if (off) r->q[v] = _mm512_sub_epi8(r->q[v], _mm512_set1_epi8((char)off));
+        c = _mm512_dpbusd_epi32(c, _mm512_set1_epi8((char)0x80), r->q[v]);
+    }
+    r->corr = _mm512_sub_epi32(_mm512_setzero_si512(), c);
+}
+
+// One unit of one token. Q8_0 family: x stored unsigned (x + 128), so the
+// VNNI product is Σ(x+128)w and corr removes 128Σw. Q8_1 family: weights are
+// the unsigned operand, and m * s adds the block minimum.
+ALWAYS_INLINE void a8_token(uint32_t type, const a8_regs *r, const uint8_t *a, __m512 *acc) {
+    const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
+    __m512i i0 = q81 ? _mm512_setzero_si512() : r->corr, i1 = _mm512_setzero_si512();
+    for (int v = 0; v < 8; v += 2) {
+        if (q81) {
+            i0 = _mm512_dpbusd_epi32(i0, r->q[v], load512(a + 64 * v));
+            i1 = _mm512_dpbusd_epi32(i1, r->q[v + 1], load512(a + 64 * v + 64));
+        } else {
+            i0 = _mm512_dpbusd_epi32(i0, load512(a + 64 * v), r->q[v]);
+            i1 = _mm512_dpbusd_epi32(i1, load512(a + 64 * v + 64), r->q[v + 1]);
+        }
+    }
+    const __m512 dd = _mm512_mul_ps(r->d, _mm512_loadu_ps(a + A8_UNIT));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), dd, *acc);
+    if (q81) *acc = _mm512_fmadd_ps(r->m, _mm512_loadu_ps(a + A8_UNIT + 64), *acc);
+}
+
+ALWAYS_INLINE void a8_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                             const uint8_t *x, size_t xs, float *out, const int NT) {
+    const size_t bs = QTYPES[type].block_bytes;
+    const size_t ab = type == Q_Q4_1 || type == Q_Q5_1 ? A81_BYTES : A8_BYTES;
+    const int64_t nb = n / 32;
+    __m512 acc[TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *blocks = w + (size_t)u * 16 * bs;
+        uint8_t pad[16 * sizeof(block_q8_0)];  // a last, partial unit, padded with zero blocks
+        if (nb - 16 * u < 16) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, blocks, (size_t)(nb - 16 * u) * bs);
+            blocks = pad;
+        }
+        a8_regs r;
+        a8_unpack(type, blocks, &r);
+        const uint8_t *a = x + (size_t)u * ab;
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) a8_token(type, &r, a + (size_t)t * xs, &acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+#define A8_TILE(name, type)                                                                          \
+    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
+                     int tn, float *out) {                                                            \
+        TILE_SWITCH(a8_tile_n, type, w, n, u0, u1, x, xs, out)                                        \
+    }
+A8_TILE(tile_q8_0, Q_Q8_0)
+A8_TILE(tile_q4_0, Q_Q4_0)
+A8_TILE(tile_q5_0, Q_Q5_0)
+A8_TILE(tile_q4_1, Q_Q4_1)
+A8_TILE(tile_q5_1, Q_Q5_1)
+
+// --- float types (unit = 16 elements; 32 for BF16) -------------------------
+
+ALWAYS_INLINE void f_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                            const uint8_t *x, size_t xs, float *out, const int NT) {
+    __m512 acc[TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t i = 16 * u;
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 wv = type == Q_F32 ? _mm512_maskz_loadu_ps(k, w + 4 * i)
+                                        : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, w + 2 * i));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(k, x + (size_t)t * xs + 4 * i), acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// bf16 pairs: VDPBF16PS where available, else widened to f32 (exact either way
+// for the products; the sums round in f32).
+ALWAYS_INLINE __m512 bf16_fma(__m512 acc, __m512i xv, __m512i wv) {
+#if defined(__AVX512BF16__)
+    return _mm512_dpbf16_ps(acc, (__m512bh)xv, (__m512bh)wv);
+#else
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(xv, 16)),
+                          _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xv, hi)),
+                           _mm512_castsi512_ps(_mm512_and_si512(wv, hi)), acc);
+#endif
+}
+
+ALWAYS_INLINE void bf16_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                               size_t xs, float *out, const int NT) {
+    __m512 acc[TILE_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t i = 32 * u;
+        const __mmask32 k = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+        const __m512i wv = _mm512_maskz_loadu_epi16(k, w + 2 * i);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            acc[t] = bf16_fma(acc[t], _mm512_maskz_loadu_epi16(k, x + (size_t)t * xs + 2 * i), wv);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+static void tile_f32(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                     int tn, float *out) {
+    TILE_SWITCH(f_tile_n, Q_F32, w, n, u0, u1, x, xs, out)
+}
+static void tile_f16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                     int tn, float *out) {
+    TILE_SWITCH(f_tile_n, Q_F16, w, n, u0, u1, x, xs, out)
+}
+static void tile_bf16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    TILE_SWITCH(bf16_tile_n, w, n, u0, u1, x, xs, out)
+}
+
+// The tile kernel of a weight type and the elements in one of its units.
+static tile_fn tile_for(uint32_t type, int64_t *unit) {
+    *unit = 256;
+    switch (type) {
+    case Q_Q4_K: return tile_q4_K;
+    case Q_Q5_K: return tile_q5_K;
+    case Q_Q6_K: return tile_q6_K;
+    default: break;
+    }
+    *unit = A8_UNIT;
+    switch (type) {
+    case Q_Q8_0: return tile_q8_0;
+    case Q_Q4_0: return tile_q4_0;
+    case Q_Q5_0: return tile_q5_0;
+    case Q_Q4_1: return tile_q4_1;
+    case Q_Q5_1: return tile_q5_1;
+    default: break;
+    }
+    *unit = type == Q_BF16 ? 32 : 16;
+    return type == Q_F32 ? tile_f32 : type == Q_F16 ? tile_f16 : tile_bf16;
+}
+
+// Cache blocking around the tile kernel. With one token tile (decode, short
+// prompts) every row is one streaming pass over its weights. With more, a
+// block of ROW_BLOCK rows is revisited by each token tile, K_CHUNK elements at
+// a time, so the weights come from L2 and the activations from L1.
+static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws, int nr,
+                          const uint8_t *x, size_t xs, int nt, float *y, size_t ldy) {
+    int64_t unit;
+    const tile_fn tile = tile_for(wtype, &unit);
+    const int64_t nu = (n + unit - 1) / unit;
+    const int64_t kc = nt <= TILE_T ? nu : (K_CHUNK / unit > 0 ? K_CHUNK / unit : 1);
+    for (int r0 = 0; r0 < nr; r0 += ROW_BLOCK) {
+        const int r1 = nr - r0 < ROW_BLOCK ? nr : r0 + ROW_BLOCK;
+        for (int64_t u0 = 0; u0 < nu; u0 += kc) {
+            const int64_t u1 = nu - u0 < kc ? nu : u0 + kc;
+            for (int t0 = 0; t0 < nt; t0 += TILE_T) {
+                const int tn = nt - t0 < TILE_T ? nt - t0 : TILE_T;
+                for (int r = r0; r < r1; r++) {
+                    float out[TILE_T];
+                    tile(w + (size_t)r * ws, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
+                    for (int t = 0; t < tn; t++) {
+                        float *yp = y + (size_t)(t0 + t) * ldy + r;
+                        *yp = u0 == 0 ? out[t] : *yp + out[t];
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif  // Q_AVX512
+
+// ---------------------------------------------------------------------------
+// AVX2 float dot products (machines without AVX-512)
+// ---------------------------------------------------------------------------
+#if defined(Q_AVX2)
+
+static float hsum_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Weights widened to f32 8 at a time (F32 as is, F16 via F16C, BF16 by a
+// 16-bit shift); activations are f32 (F32/F16 rows) or bf16.
+static float dot_float_avx2(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0, w1, x0, x1;
+        if (type == Q_F32) {
+            w0 = _mm256_loadu_ps((const float *)(w + 4 * i));
+            w1 = _mm256_loadu_ps((const float *)(w + 4 * i + 32));
+        } else if (type == Q_F16) {
+            w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i)));
+            w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i + 16)));
+        } else {
+            w0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * i))), 16));
+            w1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * i + 16))), 16));
+        }
+        if (type == Q_BF16) {
+            x0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * i))), 16));
+            x1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * i + 16))), 16));
+        } else {
+            x0 = _mm256_loadu_ps((const float *)(x + 4 * i));
+            x1 = _mm256_loadu_ps((const float *)(x + 4 * i + 32));
+        }
+        acc0 = _mm256_fmadd_ps(w0, x0, acc0);
+        acc1 = _mm256_fmadd_ps(w1, x1, acc1);
+    }
+    const size_t wb = type == Q_F32 ? 4 : 2, xb = type == Q_BF16 ? 2 : 4;
+    return hsum_avx2(_mm256_add_ps(acc0, acc1)) + dot_scalar(type, w + wb * i, x + xb * i, n - i);
+}
+
+#endif  // Q_AVX2
+
+// ---------------------------------------------------------------------------
+// Entry points
+// ---------------------------------------------------------------------------
+
+void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, const void *xq,
+              size_t xq_stride, int nt, float *y, size_t ldy) {
+    const qtype_info *q = qtype_get(wtype);
+    if (!q || !q->compute || nr <= 0 || nt <= 0) return;
+#if defined(Q_AVX512)
+    matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+#else
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *xr = (const uint8_t *)xq + (size_t)t * xq_stride;
+#if defined(Q_AVX2)
+            const int fl = wtype == Q_F32 || wtype == Q_F16 || wtype == Q_BF16;
+            y[(size_t)t * ldy + r] = fl ? dot_float_avx2(wtype, wr, xr, n) : dot_scalar(wtype, wr, xr, n);
+#else
+            y[(size_t)t * ldy + r] = dot_scalar(wtype, wr, xr, n);
+#endif
+        }
+    }
+#endif
+}
+
+const char *q_simd_name(void) {
+#if defined(Q_AVX512)
+    return "avx512-vnni";
+#elif defined(Q_AVX2)
+    return "avx2";
+#else
+    return "scalar";
+#endif
 }

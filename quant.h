@@ -52,6 +52,28 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 // Activation quantization for multiplying with weights of type wtype:
 // q_act_row_bytes is the size of one quantized activation row of n elements,
 // q_quantize_act writes it (n a multiple of wtype's block).
+//
+// The values are llama.cpp's (x86 CPU path): Q8_0 and Q8_1 blocks of 32 with
+// d = amax/127 rounded to fp16 and q = round-half-even(x * 127/amax); Q8_1
+// adds s = fp16(d * Σq); Q8_K blocks of 256 with d = -max/127 (max: the
+// element of largest |x|, first one on ties), q = min(127, rint(x * -127/max))
+// and bsums = Σq per 16; F16/BF16 round x to nearest even. The row LAYOUT is
+// quant.c's own, arranged for the SIMD kernels, and depends only on the dot
+// type, so one quantized row serves every weight type with the same dot type:
+//   F32 weights:  float[n] (x copied)
+//   F16 weights:  float[n] holding fp16-rounded values
+//   BF16 weights: uint16 bf16[n]
+//   Q8_0 (Q4_0, Q5_0, Q8_0): units of 16 blocks (512 elements; the last unit
+//         zero-padded), each 576 bytes: uint8 q[512] then float d[16]
+//         (fp16 values). Byte 64*v + 4*b + i of q holds element 4*v + i
+//         (v < 8, i < 4) of block b plus 128 (stored unsigned).
+//   Q8_1 (Q4_1, Q5_1): units as Q8_0 but q is signed (no +128) and each unit
+//         is 640 bytes: int8 q[512], float d[16], float s[16].
+//   Q8_K (Q4_K, Q5_K, Q6_K): one 320-byte record per 256 elements:
+//         int8 q[256], int16 bsums[16], float d, 28 bytes padding; byte
+//         64*v + 4*g + i of q holds element 16*g + 4*v + i (v < 4, i < 4).
+// Rows are padded (with zeros) to a multiple of 64 bytes, so 64-byte-aligned
+// buffers keep every row aligned.
 size_t q_act_row_bytes(uint32_t wtype, int64_t n);
 void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n);
 

@@ -27,4 +27,51 @@ int32_t sampler_sample(sampler *s, float *logits);
 // Records a token in the penalty history (prompt tokens and generated ones).
 void sampler_accept(sampler *s, int32_t id);
 
+// ---- The stages, exposed so each can be tested on its own. ----------------
+// Each works on a candidates array c[0..n) and returns the new count where it
+// filters; survivors are moved to the front, in no promised order. The order
+// within a stage is deterministic, so a seeded run repeats exactly.
+
+typedef struct {
+    int32_t id;    // token id
+    float logit;   // score after the stages so far
+    float p;       // probability; valid only after sample_softmax / sample_top_p
+} sample_cand;
+
+// Repetition penalty with its ring of the last `cap` accepted tokens
+// (llama.cpp semantics: each distinct token in the ring once, logit / penalty
+// if logit > 0 else logit * penalty).
+typedef struct {
+    float penalty;     // 1: off
+    int32_t *ring;     // [cap] most recent accepted ids, circular
+    int cap;           // repeat_last_n; 0: no history kept
+    int len;           // ids in the ring, <= cap
+    int head;          // ring slot the next accepted id goes to
+    uint8_t *seen;     // [n_vocab] scratch, all zero between calls
+    int n_vocab;       // ids outside [0, n_vocab) are not recorded
+} sample_penalties;
+
+// 0, or -1 on allocation failure (pen is then safe to free).
+int sample_penalties_init(sample_penalties *pen, float penalty, int last_n, int n_vocab);
+void sample_penalties_free(sample_penalties *pen);
+void sample_penalties_accept(sample_penalties *pen, int32_t id);
+// c must be in id order (c[i].id == i, n == n_vocab): the chain's first stage.
+void sample_penalties_apply(sample_penalties *pen, sample_cand *c, int n);
+
+// Keeps the k highest logits (ties: lower id). k <= 0 or k >= n: no-op.
+int sample_top_k(sample_cand *c, int n, int k);
+// Sets p = softmax(logit) over c[0..n).
+void sample_softmax(sample_cand *c, int n);
+// Softmax at the current logits, then keeps the smallest set of most probable
+// tokens whose probabilities sum to >= top_p (at least one).
+int sample_top_p(sample_cand *c, int n, float top_p);
+// Drops tokens with p < min_p * p_max, i.e. logit < max_logit + log(min_p).
+int sample_min_p(sample_cand *c, int n, float min_p);
+// logit /= temp (temp > 0).
+void sample_temp(sample_cand *c, int n, float temp);
+// Highest logit, ties to the lowest id.
+int32_t sample_argmax(const sample_cand *c, int n);
+// Inverse-CDF draw over p (need not sum to 1) for u in [0,1).
+int32_t sample_draw(const sample_cand *c, int n, double u);
+
 #endif

@@ -27,7 +27,8 @@ const char *tok_model_name(const tokenizer *t);  // "llama"
 
 // Encodes len bytes of text. add_bos prepends BOS when the vocabulary has one.
 // parse_special: control/user-defined tokens written in the text become single
-// tokens; otherwise they are plain text. *ids is malloc'd (caller frees).
+// tokens; otherwise they are plain text (user-defined tokens are matched either
+// way, as in llama.cpp). *ids is malloc'd (caller frees).
 // Invalid UTF-8 is encoded byte by byte (byte fallback), never rejected.
 int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, int *n_ids, char *err);
@@ -36,11 +37,16 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, in
 // Control tokens (BOS/EOS) decode to nothing. Returns the byte count written
 // (at most cap) or -1 for an id out of range. `prev` is the previous token
 // (-1 at the start): SentencePiece drops the leading space of the first piece
-// after BOS.
+// after BOS. (Precisely: when add_space_prefix, one leading space is dropped at
+// the start, prev = -1, and after any control/user-defined/unknown token — the
+// places where tok_encode adds one — so decode(encode(s)) == s.)
 int tok_decode(const tokenizer *t, int32_t prev, int32_t id, char *buf, size_t cap);
 
-// The raw piece string of id (for `quill tokenize` and info), NUL-terminated.
+// The raw piece string of id (for `quill tokenize` and info), NUL-terminated;
+// "" for an id out of range.
 const char *tok_piece(const tokenizer *t, int32_t id);
+// The longest raw piece in bytes: a tok_decode buffer of this size never truncates.
+int tok_max_piece_len(const tokenizer *t);
 
 // Streaming output that never splits a UTF-8 character: bytes are pushed per
 // token; complete characters come back out, an incomplete tail is held.

@@ -1,0 +1,259 @@
+// cpu.c — the CPU backend: the reference implementation of backend.h.
+//
+// Threads: OpenMP, with the thread count fixed at init. Matrix products split
+// weight rows across threads (each thread streams a contiguous slice, which is
+// what a memory-bound decode wants) and reuse each slice across token tiles
+// (what a compute-bound prefill wants). Attention splits (token, head) pairs.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__F16C__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "backend.h"
+#include "quant.h"
+#include "util.h"
+
+// Scratch buffers that grow on demand; never shrink until free.
+enum { SCR_ACT, SCR_ATT, SCR_COUNT };
+
+struct backend {
+    int n_threads;
+    void *scr[SCR_COUNT];
+    size_t scr_cap[SCR_COUNT];
+    char desc[96];
+};
+
+static void *scratch(backend *b, int which, size_t bytes) {
+    if (bytes > b->scr_cap[which]) {
+        free(b->scr[which]);
+        b->scr[which] = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        b->scr_cap[which] = b->scr[which] ? bytes : 0;
+    }
+    return b->scr[which];
+}
+
+static int cpu_init(backend **out, int n_threads, char *err) {
+    backend *b = calloc(1, sizeof *b);
+    if (!b) return errf(err, "out of memory");
+    b->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    snprintf(b->desc, sizeof b->desc, "cpu, %d thread%s, %s", b->n_threads,
+             b->n_threads == 1 ? "" : "s", q_simd_name());
+    *out = b;
+    return 0;
+}
+
+static void cpu_free(backend *b) {
+    if (!b) return;
+    for (int i = 0; i < SCR_COUNT; i++) free(b->scr[i]);
+    free(b);
+}
+
+static const char *cpu_describe(backend *b) { return b->desc; }
+static void *cpu_alloc(backend *b, size_t bytes) { (void)b; return calloc(1, bytes ? bytes : 1); }
+static void cpu_release(backend *b, void *p) { (void)b; free(p); }
+static void cpu_to_host(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
+static int cpu_upload(backend *b, qmat *w, char *err) { (void)b; (void)w; (void)err; return 0; }
+
+static void cpu_embed(backend *b, float *out, const qmat *emb, const int32_t *ids, int n) {
+    (void)b;
+    for (int i = 0; i < n; i++)
+        q_dequantize_row(emb->type, (const uint8_t *)emb->data + (size_t)ids[i] * emb->row_bytes,
+                         out + (size_t)i * emb->cols, emb->cols);
+}
+
+// Sums in double like ggml, so norms of wide rows do not lose bits.
+static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim,
+                        float eps) {
+    const float *g = w->data;
+#pragma omp parallel for num_threads(b->n_threads) if (n > 8)
+    for (int i = 0; i < n; i++) {
+        const float *xi = x + (size_t)i * dim;
+        float *oi = out + (size_t)i * dim;
+        double ss = 0;
+        for (int j = 0; j < dim; j++) ss += (double)xi[j] * xi[j];
+        float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
+        for (int j = 0; j < dim; j++) oi[j] = xi[j] * scale * g[j];
+    }
+}
+
+// Token tile and row tile: a row tile (≈ 64 rows × a row's bytes) stays in
+// cache while every token tile passes over it.
+#define MM_TOK_TILE 64
+#define MM_ROW_TILE 64
+
+static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n) {
+    const int64_t cols = w->cols, rows = w->rows;
+    const size_t arow = q_act_row_bytes(w->type, cols);
+    uint8_t *xq = scratch(b, SCR_ACT, arow * (size_t)n);
+    const int nth = b->n_threads;
+#pragma omp parallel num_threads(nth)
+    {
+#pragma omp for
+        for (int t = 0; t < n; t++)
+            q_quantize_act(w->type, x + (size_t)t * cols, xq + (size_t)t * arow, cols);
+        // contiguous slice of rows per thread, in multiples of 4 rows
+        int id = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t per = ((rows + nt - 1) / nt + 3) & ~(int64_t)3;
+        int64_t r_beg = per * id, r_end = r_beg + per < rows ? r_beg + per : rows;
+        for (int64_t r0 = r_beg; r0 < r_end; r0 += MM_ROW_TILE) {
+            int nr = (int)(r_end - r0 < MM_ROW_TILE ? r_end - r0 : MM_ROW_TILE);
+            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+            for (int t0 = 0; t0 < n; t0 += MM_TOK_TILE) {
+                int ntok = n - t0 < MM_TOK_TILE ? n - t0 : MM_TOK_TILE;
+                q_matmul(w->type, cols, wr, w->row_bytes, nr, xq + (size_t)t0 * arow, arow, ntok,
+                         y + (size_t)t0 * rows + r0, (size_t)rows);
+            }
+        }
+    }
+}
+
+static void cpu_add_bias(backend *b, float *y, const qmat *bias, int n, int dim) {
+    (void)b;
+    const float *bv = bias->data;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < dim; j++) y[(size_t)i * dim + j] += bv[j];
+}
+
+static void cpu_add(backend *b, float *y, const float *x, size_t len) {
+    (void)b;
+    for (size_t i = 0; i < len; i++) y[i] += x[i];
+}
+
+static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
+#pragma omp parallel for num_threads(b->n_threads) if (len > 65536)
+    for (size_t i = 0; i < len; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+// Rotation angles follow ggml's recurrence (theta *= theta_scale per pair) so
+// positions round exactly as llama.cpp's do.
+static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
+                     const rope_cfg *rc) {
+    (void)b;
+    const int nr = rc->n_rot, half = nr / 2;
+    const float theta_scale = powf(rc->base, -2.0f / (float)nr);
+    float cs[512], sn[512];  // n_rot <= 1024 (checked at load)
+    for (int i = 0; i < n; i++) {
+        float theta = (float)pos[i] * rc->freq_scale;
+        for (int p = 0; p < half; p++) {
+            float th = rc->freq_factors ? theta / rc->freq_factors[p] : theta;
+            cs[p] = cosf(th);
+            sn[p] = sinf(th);
+            theta *= theta_scale;
+        }
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((size_t)i * n_heads + h) * head_dim;
+            for (int p = 0; p < half; p++) {
+                int a = rc->neox ? p : 2 * p, c = rc->neox ? p + half : 2 * p + 1;
+                float x0 = v[a], x1 = v[c];
+                v[a] = x0 * cs[p] - x1 * sn[p];
+                v[c] = x0 * sn[p] + x1 * cs[p];
+            }
+        }
+    }
+}
+
+static void cpu_kv_store(backend *b, void *kcache, void *vcache, const float *k, const float *v,
+                         int pos0, int n, int kv_dim) {
+    (void)b;
+    uint16_t *kc = (uint16_t *)kcache + (size_t)pos0 * kv_dim;
+    uint16_t *vc = (uint16_t *)vcache + (size_t)pos0 * kv_dim;
+    for (size_t i = 0; i < (size_t)n * kv_dim; i++) {
+        kc[i] = f32_to_fp16(k[i]);
+        vc[i] = f32_to_fp16(v[i]);
+    }
+}
+
+// dot(a, b) with b in fp16.
+static float dot_f16(const float *a, const uint16_t *b, int n) {
+    int i = 0;
+    float s = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
+                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), acc);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    s = _mm_cvtss_f32(h);
+#endif
+    for (; i < n; i++) s += a[i] * fp16_to_f32(b[i]);
+    return s;
+}
+
+// acc[0..n) += w * b[0..n) with b in fp16.
+static void axpy_f16(float *acc, float w, const uint16_t *b, int n) {
+    int i = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+    __m256 wv = _mm256_set1_ps(w);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128(
+                                                           (const __m128i *)(b + i))),
+                                                  _mm256_loadu_ps(acc + i)));
+#endif
+    for (; i < n; i++) acc[i] += w * fp16_to_f32(b[i]);
+}
+
+// One query head against cache rows 0..n_keys-1: out = softmax(q·Kᵀ·scale)·V.
+// q is rounded to fp16 first, as llama.cpp does before its fp16 K product.
+static void attend_one(float *out, const float *q, const uint16_t *k, const uint16_t *v,
+                       int n_keys, int kv_stride, int head_dim, float *s) {
+    float qh[1024];
+    for (int d = 0; d < head_dim; d++) qh[d] = fp16_to_f32(f32_to_fp16(q[d]));
+    const float scale = 1.0f / sqrtf((float)head_dim);
+    float mx = -INFINITY;
+    for (int j = 0; j < n_keys; j++) {
+        s[j] = dot_f16(qh, k + (size_t)j * kv_stride, head_dim) * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    double sum = 0;
+    for (int j = 0; j < n_keys; j++) sum += (s[j] = expf(s[j] - mx));
+    const float inv = (float)(1.0 / sum);
+    memset(out, 0, sizeof(float) * head_dim);
+    for (int j = 0; j < n_keys; j++) axpy_f16(out, s[j] * inv, v + (size_t)j * kv_stride, head_dim);
+}
+
+static void cpu_attention(backend *b, float *out, const float *q, const void *kcache,
+                          const void *vcache, int pos0, int n, int n_heads, int n_kv_heads,
+                          int head_dim) {
+    const int n_ctx_used = pos0 + n, group = n_heads / n_kv_heads;
+    const int kv_stride = n_kv_heads * head_dim;
+    float *scores = scratch(b, SCR_ATT, sizeof(float) * (size_t)n_ctx_used * b->n_threads);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(b->n_threads)
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < n_heads; h++) {
+            size_t off = ((size_t)t * n_heads + h) * head_dim;
+            size_t kvoff = (size_t)(h / group) * head_dim;
+            attend_one(out + off, q + off, (const uint16_t *)kcache + kvoff,
+                       (const uint16_t *)vcache + kvoff, pos0 + t + 1, kv_stride, head_dim,
+                       scores + (size_t)omp_get_thread_num() * n_ctx_used);
+        }
+}
+
+const backend_ops cpu_backend = {
+    .name = "cpu",
+    .init = cpu_init,
+    .free = cpu_free,
+    .describe = cpu_describe,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .to_host = cpu_to_host,
+    .upload = cpu_upload,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .add_bias = cpu_add_bias,
+    .add = cpu_add,
+    .swiglu = cpu_swiglu,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+};

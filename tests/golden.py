@@ -1,0 +1,67 @@
+"""Checks quill against the outputs of independent implementations in ../shared/golden.
+
+usage: golden.py QUILL SHARED {continuations|bos200|ppl}
+Prints one line per case and exits non-zero if any case fails.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True)
+    if p.returncode != 0:
+        raise RuntimeError("exit %d: %s" % (p.returncode, p.stderr.decode(errors="replace").strip()[-400:]))
+    return p.stdout.decode("utf-8")
+
+
+def continuations(quill, shared):
+    fails = 0
+    for name in ("stories.tsv", "synth.tsv"):
+        for line in open(os.path.join(shared, "golden", name), encoding="utf-8"):
+            model, prompt, n, want = line.rstrip("\n").split("\t")
+            want = json.loads(want)
+            path = os.path.join(shared, "models", "gguf", model)
+            try:
+                got = run([quill, "-m", path, "--temp", "0", "-n", n, "-q", prompt])
+            except RuntimeError as e:
+                got = "<%s>" % e
+            ok = got == want
+            fails += not ok
+            print("%s %s %r" % ("ok  " if ok else "FAIL", model, prompt))
+            if not ok:
+                print("     want %r\n     got  %r" % (want, got))
+    return fails
+
+
+def bos200(quill, shared):
+    want = open(os.path.join(shared, "golden", "stories260K-bos-200.txt"), encoding="utf-8").read()
+    got = run([quill, "-m", os.path.join(shared, "models", "gguf", "stories260K.gguf"),
+               "--temp", "0", "-n", "199", "-q", ""])
+    print("%s stories260K greedy from BOS, 199 tokens" % ("ok  " if got == want else "FAIL"))
+    if got != want:
+        print("     want %r\n     got  %r" % (want, got))
+    return got != want
+
+
+def ppl(quill, shared):
+    fails = 0
+    text = os.path.join(shared, "golden", "gpl-3.txt")
+    for line in open(os.path.join(shared, "golden", "ppl.tsv")):
+        model, _, ctx, want = line.split("\t")
+        out = run([quill, "ppl", "-m", os.path.join(shared, "models", "gguf", model), "-f", text,
+                   "-c", ctx, "-q"])
+        got = float(out.split()[2])  # "PPL = x +/- e"
+        rel = abs(got - float(want)) / float(want)
+        ok = rel < 0.01
+        fails += not ok
+        print("%s %s ppl %.4f, llama.cpp %.4f (%.3f%%)" % ("ok  " if ok else "FAIL", model, got,
+                                                          float(want), 100 * rel))
+    return fails
+
+
+if __name__ == "__main__":
+    quill, shared, what = sys.argv[1:4]
+    sys.exit(1 if {"continuations": continuations, "bos200": bos200, "ppl": ppl}[what](quill, shared) else 0)

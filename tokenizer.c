@@ -1,0 +1,829 @@
+// tokenizer.c — see tokenizer.h.
+//
+// Encoding follows llama.cpp's `llama` (SentencePiece) tokenizer so prompts get
+// the ids llama.cpp gives them, which the golden outputs depend on:
+//   1. partition: special-token strings in the text become single tokens (only
+//      user-defined ones unless parse_special), longest token first;
+//   2. each remaining raw fragment gets "▁" prepended when add_space_prefix and it
+//      starts the text or follows a special token, and every ' ' becomes "▁";
+//   3. the fragment is split into UTF-8 characters, and the adjacent pair whose
+//      concatenation is the highest-scoring vocabulary piece is merged (leftmost on
+//      ties) until no pair is a piece — a priority queue with lazy deletion makes
+//      this O(n log n);
+//   4. a symbol that is not a piece falls back to its bytes as <0xNN> tokens.
+// A second algorithm (byte-level BPE, "gpt2") slots in as another enum tok_model
+// with its own defaults in tok_load and its own branch in tok_encode; the
+// vocabulary, hash table, special-token partition and decoding are shared.
+#include "tokenizer.h"
+#include "util.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// tokenizer.ggml.token_type values (SentencePiece's piece types). Anything else
+// is kept as 0, "undefined", and like llama.cpp decodes to nothing.
+enum { TT_UNDEFINED = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+enum tok_model { TOKM_SPM };
+
+// "▁" (U+2581), SentencePiece's visible stand-in for a space.
+#define SPM_SPACE "\xe2\x96\x81"
+#define SPM_SPACE_LEN 3
+
+#define TOK_MAX_VOCAB (1 << 24)  // keeps hash-slot arithmetic in 32 bits
+#define TOK_MAX_EOG 16
+
+typedef struct {
+    uint32_t off;   // start of the piece in tokenizer.arena (NUL-terminated there)
+    uint32_t len;   // piece length in bytes
+    float score;    // merge priority: the higher-scoring pair merges first
+    uint32_t rank;  // score as an unsigned integer with the same order (heap keys)
+    uint8_t type;   // TT_*
+    uint8_t rstrip; // special token that swallows the whitespace after it (phi-3)
+    int16_t byte;   // the byte a TT_BYTE piece "<0xNN>" stands for, else -1
+} tok_entry;
+
+struct tokenizer {
+    enum tok_model model;
+    const char *model_name;  // tokenizer.ggml.model, for messages and `quill info`
+    int n_vocab;
+    tok_entry *tok;          // [n_vocab]
+    char *arena;             // every piece, NUL-terminated, back to back
+    int32_t *slot;           // hash table piece -> id (open addressing, -1 = empty)
+    uint32_t slot_mask;      // slot count - 1 (a power of two >= 2 * n_vocab)
+    uint32_t max_len;        // longest piece: no merge can produce anything longer
+    int32_t byte_tok[256];   // token for a raw byte in byte fallback, -1 if none
+    int32_t *special;        // ids partitioned out of raw text, longest piece first
+    int n_special;
+    int32_t bos, eos, unk, pad, eot, eom;  // -1 when the vocabulary has none
+    int32_t eog[TOK_MAX_EOG];              // ids that end generation
+    int n_eog;
+    int add_bos;             // tokenizer.ggml.add_bos_token
+    int add_space_prefix;    // tokenizer.ggml.add_space_prefix
+    int remove_extra_ws;     // tokenizer.ggml.remove_extra_whitespaces: read, but like
+                             // llama.cpp's SPM path, not applied
+};
+
+// ---- vocabulary: pieces, hash table ----
+
+static uint32_t hash_piece(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static const char *piece_ptr(const tokenizer *t, int32_t id) { return t->arena + t->tok[id].off; }
+
+// The id of the piece s[0..n), or -1.
+static int32_t tok_lookup(const tokenizer *t, const char *s, size_t n) {
+    if (n == 0 || n > t->max_len) return -1;
+    for (uint32_t i = hash_piece(s, n) & t->slot_mask;; i = (i + 1) & t->slot_mask) {
+        int32_t id = t->slot[i];
+        if (id < 0) return -1;
+        if (t->tok[id].len == n && memcmp(piece_ptr(t, id), s, n) == 0) return id;
+    }
+}
+
+// Inserts id; fails on a piece that is already there (an ambiguous vocabulary).
+static int hash_insert(tokenizer *t, int32_t id, char *err) {
+    const char *s = piece_ptr(t, id);
+    uint32_t n = t->tok[id].len;
+    for (uint32_t i = hash_piece(s, n) & t->slot_mask;; i = (i + 1) & t->slot_mask) {
+        int32_t other = t->slot[i];
+        if (other < 0) {
+            t->slot[i] = id;
+            return 0;
+        }
+        if (t->tok[other].len == n && memcmp(piece_ptr(t, other), s, n) == 0)
+            return errf(err, "key 'tokenizer.ggml.tokens': piece '%.*s' appears twice (ids %d and %d)",
+                        (int)(n < 40 ? n : 40), s, other, id);
+    }
+}
+
+// Copies tokenizer.ggml.tokens into one arena and indexes it.
+static int load_pieces(tokenizer *t, const gguf_file *f, char *err) {
+    const gguf_kv *kv;
+    int rc = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING, 0, &kv, err);
+    if (rc < 0) return -1;
+    if (rc == 1) return errf(err, "key 'tokenizer.ggml.tokens' not found: the file has no vocabulary");
+    if (kv->arr_n == 0 || kv->arr_n > TOK_MAX_VOCAB)
+        return errf(err, "key 'tokenizer.ggml.tokens': expected 1..%d pieces, found %llu", TOK_MAX_VOCAB,
+                    (unsigned long long)kv->arr_n);
+    t->n_vocab = (int)kv->arr_n;
+    uint64_t total = 0;
+    const uint8_t *p = kv->arr_data;
+    for (int i = 0; i < t->n_vocab; i++) total += gguf_arr_next_str(&p).len + 1;
+    if (total > UINT32_MAX) return errf(err, "key 'tokenizer.ggml.tokens': %llu bytes of pieces (max 4 GiB)",
+                                        (unsigned long long)total);
+    uint32_t n_slots = 2;
+    while (n_slots < 2u * (uint32_t)t->n_vocab) n_slots *= 2;
+    t->tok = calloc((size_t)t->n_vocab, sizeof *t->tok);
+    t->arena = malloc((size_t)total);
+    t->slot = malloc((size_t)n_slots * sizeof *t->slot);
+    if (!t->tok || !t->arena || !t->slot) return errf(err, "out of memory for a vocabulary of %d pieces", t->n_vocab);
+    memset(t->slot, 0xff, (size_t)n_slots * sizeof *t->slot);  // all -1
+    t->slot_mask = n_slots - 1;
+    uint32_t off = 0;
+    p = kv->arr_data;
+    for (int i = 0; i < t->n_vocab; i++) {
+        gguf_str s = gguf_arr_next_str(&p);
+        memcpy(t->arena + off, s.ptr, s.len);
+        t->arena[off + s.len] = '\0';
+        t->tok[i] = (tok_entry){.off = off, .len = (uint32_t)s.len, .type = TT_NORMAL, .byte = -1};
+        off += (uint32_t)s.len + 1;
+        if (s.len > t->max_len) t->max_len = (uint32_t)s.len;
+        if (s.len > 0 && hash_insert(t, i, err) < 0) return -1;  // an empty piece can never match
+    }
+    return 0;
+}
+
+// "<0xNN>" → NN, else -1.
+static int parse_byte_piece(const char *s, uint32_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+// Maps a float (not NaN) to a uint32 with the same order, so heap keys compare
+// as integers: flip all bits of negatives, set the sign bit of positives.
+static uint32_t score_rank(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+// tokenizer.ggml.scores (f32, optional → 0) and token_type (i32, optional → normal).
+static int load_scores_types(tokenizer *t, const gguf_file *f, char *err) {
+    const gguf_kv *kv;
+    int rc = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_FLOAT32, (uint64_t)t->n_vocab, &kv, err);
+    if (rc < 0) return -1;
+    for (int i = 0; rc == 0 && i < t->n_vocab; i++) {
+        float s;
+        memcpy(&s, kv->arr_data + 4 * (size_t)i, 4);  // array data is not aligned
+        t->tok[i].score = isnan(s) ? -INFINITY : s + 0.0f;  // no NaN, no -0: keeps ranks a total order
+    }
+    rc = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_INT32, (uint64_t)t->n_vocab, &kv, err);
+    if (rc < 0) return -1;
+    for (int i = 0; rc == 0 && i < t->n_vocab; i++) {
+        int32_t ty;
+        memcpy(&ty, kv->arr_data + 4 * (size_t)i, 4);
+        t->tok[i].type = ty >= TT_NORMAL && ty <= TT_BYTE ? (uint8_t)ty : TT_UNDEFINED;
+    }
+    for (int i = 0; i < t->n_vocab; i++) t->tok[i].rank = score_rank(t->tok[i].score);
+    for (int i = 0; i < t->n_vocab; i++)
+        if (t->tok[i].type == TT_BYTE) t->tok[i].byte = (int16_t)parse_byte_piece(piece_ptr(t, i), t->tok[i].len);
+    return 0;
+}
+
+// Reads an optional token id. UINT32_MAX is how converters write "none".
+static int load_id(const tokenizer *t, const gguf_file *f, const char *key, int32_t *id, char *err) {
+    uint32_t v;
+    int rc = gguf_get_u32(f, key, &v, err);
+    if (rc < 0) return -1;
+    if (rc == 1) return 0;
+    if (v == UINT32_MAX) {
+        *id = -1;
+        return 0;
+    }
+    if (v >= (uint32_t)t->n_vocab)
+        return errf(err, "key '%s': token id %u is out of range (n_vocab %d)", key, v, t->n_vocab);
+    *id = (int32_t)v;
+    return 0;
+}
+
+static int load_flag(const gguf_file *f, const char *key, int *out, char *err) {
+    int rc = gguf_get_bool(f, key, out, err);
+    return rc < 0 ? -1 : 0;
+}
+
+// Special ids and flags, over the model's defaults already in t.
+static int load_specials(tokenizer *t, const gguf_file *f, char *err) {
+    static const struct { const char *key; size_t off; } IDS[] = {
+        {"tokenizer.ggml.bos_token_id", offsetof(tokenizer, bos)},
+        {"tokenizer.ggml.eos_token_id", offsetof(tokenizer, eos)},
+        {"tokenizer.ggml.unknown_token_id", offsetof(tokenizer, unk)},
+        {"tokenizer.ggml.padding_token_id", offsetof(tokenizer, pad)},
+        {"tokenizer.ggml.eot_token_id", offsetof(tokenizer, eot)},
+        {"tokenizer.ggml.eom_token_id", offsetof(tokenizer, eom)},
+    };
+    for (size_t i = 0; i < sizeof IDS / sizeof IDS[0]; i++)
+        if (load_id(t, f, IDS[i].key, (int32_t *)((char *)t + IDS[i].off), err) < 0) return -1;
+    if (load_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err) < 0 ||
+        load_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err) < 0 ||
+        load_flag(f, "tokenizer.ggml.remove_extra_whitespaces", &t->remove_extra_ws, err) < 0)
+        return -1;
+    if (t->add_bos && t->bos < 0)
+        return errf(err, "key 'tokenizer.ggml.add_bos_token' is true, but the vocabulary has no BOS token");
+    return 0;
+}
+
+// Token ids by their text, for the ids GGUF files do not name (as llama.cpp does).
+static int32_t find_first(const tokenizer *t, const char *const *names, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = tok_lookup(t, names[i], strlen(names[i]));
+        if (id >= 0) return id;
+    }
+    return -1;
+}
+
+static void add_eog(tokenizer *t, int32_t id) {
+    if (id < 0 || t->n_eog == TOK_MAX_EOG) return;
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return;
+    t->eog[t->n_eog++] = id;
+}
+
+// End of generation: EOS, EOT, EOM, and end-of-turn pieces chat models use.
+static void build_eog(tokenizer *t) {
+    static const char *const EOT[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                      "<|endoftext|>", "<|end_of_text|>", "<EOT>"};
+    static const char *const EOM[] = {"<|eom_id|>"};
+    size_t n_eot = sizeof EOT / sizeof EOT[0];
+    if (t->eot < 0) t->eot = find_first(t, EOT, n_eot);
+    if (t->eom < 0) t->eom = find_first(t, EOM, 1);
+    add_eog(t, t->eos);
+    add_eog(t, t->eot);
+    add_eog(t, t->eom);
+    for (size_t i = 0; i < n_eot; i++) add_eog(t, find_first(t, &EOT[i], 1));
+}
+
+static int is_special_type(int type) { return type == TT_CONTROL || type == TT_USER || type == TT_UNKNOWN; }
+
+// qsort over ids: longest piece first (ties by id, so the order is deterministic).
+static int cmp_special(const void *a, const void *b, void *ctx) {
+    const tokenizer *t = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (t->tok[x].len != t->tok[y].len) return t->tok[x].len > t->tok[y].len ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+// llama.cpp marks a phi-3 vocabulary's special tokens (but <unk>, <s> and
+// <|endoftext|>) as swallowing the whitespace that follows them in a prompt; it
+// recognises phi-3 by general.name.
+static void apply_phi3_rstrip(tokenizer *t, const gguf_file *f) {
+    gguf_str name;
+    if (gguf_get_str(f, "general.name", &name, NULL) != 0) return;
+    char low[64];
+    size_t n = name.len < sizeof low - 1 ? name.len : sizeof low - 1;
+    for (size_t i = 0; i < n; i++) low[i] = (char)(name.ptr[i] >= 'A' && name.ptr[i] <= 'Z' ? name.ptr[i] + 32 : name.ptr[i]);
+    low[n] = '\0';
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
+    for (int i = 0; i < t->n_special; i++) t->tok[t->special[i]].rstrip = 1;
+    static const char *const KEEP[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (size_t i = 0; i < sizeof KEEP / sizeof KEEP[0]; i++) {
+        int32_t id = tok_lookup(t, KEEP[i], strlen(KEEP[i]));
+        if (id >= 0) t->tok[id].rstrip = 0;
+    }
+}
+
+// Control, user-defined and unknown pieces are cut out of raw text before
+// merging (the user-defined ones always, the others only with parse_special).
+static int build_special_list(tokenizer *t, const gguf_file *f, char *err) {
+    int n = 0;
+    for (int i = 0; i < t->n_vocab; i++) n += is_special_type(t->tok[i].type) && t->tok[i].len > 0;
+    t->special = malloc(((size_t)n + 1) * sizeof *t->special);
+    if (!t->special) return errf(err, "out of memory for %d special tokens", n);
+    for (int i = 0; i < t->n_vocab; i++)
+        if (is_special_type(t->tok[i].type) && t->tok[i].len > 0) t->special[t->n_special++] = i;
+    qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special, t);
+    apply_phi3_rstrip(t, f);
+    return 0;
+}
+
+// The token byte fallback emits for a raw byte: "<0xNN>", else the one-byte piece.
+static void build_byte_table(tokenizer *t) {
+    for (int b = 0; b < 256; b++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        char raw = (char)b;
+        int32_t id = tok_lookup(t, hex, 6);
+        t->byte_tok[b] = id >= 0 ? id : tok_lookup(t, &raw, 1);
+    }
+}
+
+// Per-model defaults, before the file's own keys override them (llama.cpp's).
+static int set_model_defaults(tokenizer *t, gguf_str model, char *err) {
+    if (gguf_str_eq(model, "llama")) {
+        t->model = TOKM_SPM;
+        t->model_name = "llama";
+        t->bos = t->n_vocab > 1 ? 1 : -1;
+        t->eos = t->n_vocab > 2 ? 2 : -1;
+        t->unk = 0;
+        t->pad = t->eot = t->eom = -1;
+        t->add_bos = 1;
+        t->add_space_prefix = 1;
+        t->remove_extra_ws = 0;
+        return 0;
+    }
+    return errf(err, "tokenizer model '%.*s' not supported yet (supported: llama)",
+                (int)(model.len < 64 ? model.len : 64), model.ptr);
+}
+
+int tok_load(tokenizer **out, const gguf_file *f, char *err) {
+    *out = NULL;
+    gguf_str model;
+    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model, err);
+    if (rc < 0) return -1;
+    if (rc == 1) return errf(err, "key 'tokenizer.ggml.model' not found: the file has no tokenizer");
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return errf(err, "out of memory for the tokenizer");
+    if (load_pieces(t, f, err) < 0 || set_model_defaults(t, model, err) < 0 ||
+        load_scores_types(t, f, err) < 0 || load_specials(t, f, err) < 0 ||
+        build_special_list(t, f, err) < 0) {
+        tok_free(t);
+        return -1;
+    }
+    build_eog(t);
+    build_byte_table(t);
+    *out = t;
+    return 0;
+}
+
+void tok_free(tokenizer *t) {
+    if (!t) return;
+    free(t->tok);
+    free(t->arena);
+    free(t->slot);
+    free(t->special);
+    free(t);
+}
+
+int tok_n_vocab(const tokenizer *t) { return t->n_vocab; }
+int tok_bos(const tokenizer *t) { return t->bos; }
+int tok_eos(const tokenizer *t) { return t->eos; }
+int tok_add_bos(const tokenizer *t) { return t->add_bos; }
+const char *tok_model_name(const tokenizer *t) { return t->model_name; }
+int tok_max_piece_len(const tokenizer *t) { return (int)t->max_len; }
+
+int tok_is_eog(const tokenizer *t, int32_t id) {
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return 1;
+    return 0;
+}
+
+const char *tok_piece(const tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab ? piece_ptr(t, id) : "";
+}
+
+// ---- growable arrays ----
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} id_vec;
+
+static int ids_push(id_vec *a, int32_t id) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        if (cap > (size_t)INT_MAX) cap = (size_t)INT_MAX;
+        if (a->n == cap) return -1;  // more ids than an int can count
+        int32_t *v = realloc(a->v, cap * sizeof *v);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = id;
+    return 0;
+}
+
+// A piece of the input: raw text [off, off+len) when id < 0, else special token id.
+typedef struct {
+    size_t off, len;
+    int32_t id;
+} frag;
+
+typedef struct {
+    frag *v;
+    size_t n, cap;
+} frag_vec;
+
+static int frags_push(frag_vec *a, size_t off, size_t len, int32_t id) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        frag *v = realloc(a->v, cap * sizeof *v);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = (frag){off, len, id};
+    return 0;
+}
+
+// ---- special-token partition ----
+
+static int is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// Splits raw fragment fr around every occurrence of special token id, left to right.
+static int split_fragment(const tokenizer *t, const char *text, frag fr, int32_t id, frag_vec *out) {
+    const char *piece = piece_ptr(t, id);
+    size_t plen = t->tok[id].len;
+    size_t off = fr.off, len = fr.len;
+    while (len > 0) {
+        const char *m = memmem(text + off, len, piece, plen);
+        if (!m) return frags_push(out, off, len, -1);
+        size_t left = (size_t)(m - (text + off));
+        if (left > 0 && frags_push(out, off, left, -1) < 0) return -1;
+        if (frags_push(out, 0, 0, id) < 0) return -1;
+        off += left + plen;
+        len -= left + plen;
+        while (t->tok[id].rstrip && len > 0 && is_ascii_space(text[off])) off++, len--;
+    }
+    return 0;
+}
+
+// Cuts special tokens out of text: *out becomes raw fragments and special ids in order.
+static int partition(const tokenizer *t, const char *text, size_t len, int parse_special, frag_vec *out) {
+    frag_vec next = {0};
+    if (len > 0 && frags_push(out, 0, len, -1) < 0) return -1;
+    for (int s = 0; s < t->n_special; s++) {
+        int32_t id = t->special[s];
+        if (!parse_special && t->tok[id].type != TT_USER) continue;
+        next.n = 0;
+        for (size_t i = 0; i < out->n; i++) {
+            int rc = out->v[i].id >= 0 ? frags_push(&next, 0, 0, out->v[i].id)
+                                       : split_fragment(t, text, out->v[i], id, &next);
+            if (rc < 0) {
+                free(next.v);
+                return -1;
+            }
+        }
+        frag_vec tmp = *out;
+        *out = next;
+        next = tmp;
+    }
+    free(next.v);
+    return 0;
+}
+
+// ---- SentencePiece merging ----
+
+// A symbol: characters [start, start+len) of the escaped text. Merging absorbs a
+// symbol into its left neighbour, so live symbols form a linked list; len 0 = dead.
+typedef struct {
+    int32_t prev, next;  // neighbours in the list, -1 at the ends
+    uint32_t start, len;
+} spm_sym;
+
+// A candidate merge of symbol `left` with its right neighbour into a piece of
+// `size` bytes. Entries go stale when either side merges elsewhere; they are
+// recognised when taken by the size no longer matching (lazy deletion).
+typedef struct {
+    uint64_t key;   // spm_key: higher score first, then leftmost
+    uint32_t size;
+    uint32_t pad;   // 16 bytes: four heap children fill one cache line
+} spm_pair;
+
+// The candidates come from two queues, the larger key first. The pairs of the
+// original characters (most of them) are sorted once into `init`, which is then
+// read in order; pairs that merges create go to a heap. Popping a heap of n
+// entries costs cache misses all the way down, so keeping the initial pairs out
+// of it is what makes 10 MB of one letter take well under a second.
+typedef struct {
+    const tokenizer *t;
+    const char *text;
+    size_t n_text;
+    spm_sym *sym;
+    int32_t n_sym;
+    uint64_t *init;  // keys of the initial pairs, descending; size = 2 characters
+    size_t n_init, pos_init;
+    spm_pair *heap;  // 4-ary max-heap by key: children of i are 4i+1 .. 4i+4
+    size_t n_heap, cap_heap;
+} spm_state;
+
+static uint64_t spm_key(uint32_t rank, int32_t left) { return (uint64_t)rank << 32 | (uint32_t)~(uint32_t)left; }
+static int32_t spm_key_left(uint64_t key) { return (int32_t)~(uint32_t)key; }
+
+static int heap_push(spm_state *st, spm_pair p) {
+    if (st->n_heap == st->cap_heap) {
+        size_t cap = st->cap_heap ? st->cap_heap * 2 : 64;
+        spm_pair *h = realloc(st->heap, cap * sizeof *h);
+        if (!h) return -1;
+        st->heap = h;
+        st->cap_heap = cap;
+    }
+    size_t i = st->n_heap++;
+    while (i > 0 && p.key > st->heap[(i - 1) / 4].key) {
+        st->heap[i] = st->heap[(i - 1) / 4];
+        i = (i - 1) / 4;
+    }
+    st->heap[i] = p;
+    return 0;
+}
+
+static spm_pair heap_pop(spm_state *st) {
+    spm_pair top = st->heap[0], last = st->heap[--st->n_heap];
+    size_t i = 0, n = st->n_heap;
+    for (;;) {
+        size_t c = 4 * i + 1, best = c;
+        if (c >= n) break;
+        for (size_t k = c + 1; k < c + 4 && k < n; k++)
+            if (st->heap[k].key > st->heap[best].key) best = k;
+        if (st->heap[best].key <= last.key) break;
+        st->heap[i] = st->heap[best];
+        i = best;
+    }
+    if (n > 0) st->heap[i] = last;
+    return top;
+}
+
+// Takes the best candidate from either queue; 0 when both are empty.
+static int spm_next(spm_state *st, spm_pair *p) {
+    int from_init = st->pos_init < st->n_init && (st->n_heap == 0 || st->init[st->pos_init] > st->heap[0].key);
+    if (!from_init) {
+        if (st->n_heap == 0) return 0;
+        *p = heap_pop(st);
+        return 1;
+    }
+    p->key = st->init[st->pos_init++];
+    int32_t left = spm_key_left(p->key);  // two original characters: up to the third one's start
+    p->size = (uint32_t)(left + 2 < st->n_sym ? st->sym[left + 2].start : st->n_text) - st->sym[left].start;
+    return 1;
+}
+
+// The piece id for symbols left + right, or -1.
+static int32_t pair_piece(const spm_state *st, int32_t left, int32_t right) {
+    const spm_sym *l = &st->sym[left];
+    return tok_lookup(st->t, st->text + l->start, l->len + st->sym[right].len);  // right starts where left ends
+}
+
+// Queues the merge of left with right if their concatenation is a piece.
+static int try_pair(spm_state *st, int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return 0;
+    int32_t id = pair_piece(st, left, right);
+    if (id < 0) return 0;
+    uint32_t size = st->sym[left].len + st->sym[right].len;
+    return heap_push(st, (spm_pair){spm_key(st->t->tok[id].rank, left), size, 0});
+}
+
+static int cmp_key_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+// Sorts keys descending. They arrive in ascending `left` (= descending low
+// half), so a stable sort on the rank half alone suffices: two 16-bit LSD
+// radix passes for big inputs. The scratch is the (still empty) heap's memory,
+// which the merges reuse: fewer fresh pages to fault in.
+static int sort_init(spm_state *st) {
+    size_t n = st->n_init;
+    if (n < 4096) {
+        qsort(st->init, n, sizeof *st->init, cmp_key_desc);
+        return 0;
+    }
+    st->cap_heap = (n * sizeof *st->init + sizeof *st->heap - 1) / sizeof *st->heap;
+    st->heap = malloc(st->cap_heap * sizeof *st->heap);
+    size_t *count = malloc(65536 * sizeof *count);
+    if (!st->heap || !count) return free(count), -1;
+    uint64_t *src = st->init, *dst = (uint64_t *)(void *)st->heap;
+    for (int shift = 32; shift < 64; shift += 16) {
+        memset(count, 0, 65536 * sizeof *count);
+        for (size_t i = 0; i < n; i++) count[0xffff - (src[i] >> shift & 0xffff)]++;  // descending
+        size_t sum = 0;
+        for (size_t d = 0; d < 65536; d++) sum += count[d], count[d] = sum - count[d];
+        for (size_t i = 0; i < n; i++) dst[count[0xffff - (src[i] >> shift & 0xffff)]++] = src[i];
+        uint64_t *x = src;
+        src = dst, dst = x;
+    }
+    free(count);  // after an even number of passes the result is back in st->init
+    return 0;
+}
+
+// Every adjacent pair of original characters that forms a piece.
+static int spm_init_pairs(spm_state *st) {
+    st->init = malloc((size_t)(st->n_sym > 1 ? st->n_sym - 1 : 1) * sizeof *st->init);
+    if (!st->init) return -1;
+    for (int32_t i = 1; i < st->n_sym; i++) {
+        int32_t id = pair_piece(st, i - 1, i);
+        if (id >= 0) st->init[st->n_init++] = spm_key(st->t->tok[id].rank, i - 1);
+    }
+    return sort_init(st);
+}
+
+// Splits text into characters the way llama.cpp does: the length comes from the
+// lead byte alone (so invalid UTF-8 still makes progress), clipped at the end.
+static void spm_split(spm_state *st) {
+    static const uint8_t LEN[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    int32_t k = 0;
+    size_t n = st->n_text;
+    for (size_t off = 0; off < n; k++) {
+        size_t len = LEN[(uint8_t)st->text[off] >> 4];
+        if (len > n - off) len = n - off;
+        st->sym[k] = (spm_sym){k - 1, off + len < n ? k + 1 : -1, (uint32_t)off, (uint32_t)len};
+        off += len;
+    }
+    st->n_sym = k;
+}
+
+// Repeatedly applies the best candidate merge that is still valid.
+static int spm_merge(spm_state *st) {
+    spm_pair p;
+    while (spm_next(st, &p)) {
+        int32_t left = spm_key_left(p.key);
+        spm_sym *l = &st->sym[left];
+        if (l->len == 0 || l->next < 0) continue;
+        spm_sym *r = &st->sym[l->next];
+        if (l->len + r->len != p.size) continue;  // stale: a side merged elsewhere
+        l->len += r->len;
+        r->len = 0;
+        l->next = r->next;
+        if (l->next >= 0) st->sym[l->next].prev = left;
+        if (try_pair(st, l->prev, left) < 0 || try_pair(st, left, l->next) < 0) return -1;
+    }
+    return 0;
+}
+
+// Emits one final symbol: its piece, else its bytes as byte tokens, else <unk>.
+static int spm_emit(const tokenizer *t, const char *s, uint32_t n, id_vec *out, char *err) {
+    int32_t id = tok_lookup(t, s, n);
+    if (id >= 0) return ids_push(out, id) < 0 ? errf(err, "out of memory for token ids") : 0;
+    int all_bytes = 1;
+    for (uint32_t i = 0; i < n; i++) all_bytes &= t->byte_tok[(uint8_t)s[i]] >= 0;
+    if (!all_bytes) {
+        if (t->unk < 0) return errf(err, "text has a character the vocabulary cannot encode (no byte tokens, no <unk>)");
+        return ids_push(out, t->unk) < 0 ? errf(err, "out of memory for token ids") : 0;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (ids_push(out, t->byte_tok[(uint8_t)s[i]]) < 0) return errf(err, "out of memory for token ids");
+    return 0;
+}
+
+// Tokenizes already-escaped text (n bytes, n < 2^31) and appends the ids to out.
+static int spm_tokenize(const tokenizer *t, const char *text, size_t n, id_vec *out, char *err) {
+    if (n == 0) return 0;
+    spm_state st = {.t = t, .text = text, .n_text = n};
+    st.sym = malloc(n * sizeof *st.sym);
+    int rc = st.sym ? 0 : -1;
+    if (rc == 0) spm_split(&st);
+    if (rc == 0) rc = spm_init_pairs(&st);
+    if (rc == 0) rc = spm_merge(&st);
+    if (rc < 0) rc = errf(err, "out of memory tokenizing %zu bytes", n);
+    for (int32_t i = 0; rc == 0 && i >= 0; i = st.sym[i].next)
+        rc = spm_emit(t, text + st.sym[i].start, st.sym[i].len, out, err);
+    free(st.init);
+    free(st.heap);
+    free(st.sym);
+    return rc;
+}
+
+// One raw fragment: "▁" prefix when asked, spaces escaped, then merged.
+static int spm_encode_raw(const tokenizer *t, const char *s, size_t n, int prefix, id_vec *out, char *err) {
+    size_t cap = SPM_SPACE_LEN * (n + 1);
+    char *buf = malloc(cap);
+    if (!buf) return errf(err, "out of memory escaping %zu bytes of text", n);
+    size_t m = 0;
+    if (prefix) memcpy(buf, SPM_SPACE, SPM_SPACE_LEN), m = SPM_SPACE_LEN;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') memcpy(buf + m, SPM_SPACE, SPM_SPACE_LEN), m += SPM_SPACE_LEN;
+        else buf[m++] = s[i];
+    }
+    int rc = spm_tokenize(t, buf, m, out, err);
+    free(buf);
+    return rc;
+}
+
+// SentencePiece over the partitioned text: a raw fragment at the start or right
+// after a special token gets the "▁" prefix (llama.cpp's rule).
+static int spm_encode(const tokenizer *t, const char *text, const frag_vec *fr, id_vec *out, char *err) {
+    int prev_special = 1;
+    for (size_t i = 0; i < fr->n; i++) {
+        const frag *f = &fr->v[i];
+        if (f->id >= 0) {
+            if (ids_push(out, f->id) < 0) return errf(err, "out of memory for token ids");
+            prev_special = 1;
+            continue;
+        }
+        if (spm_encode_raw(t, text + f->off, f->len, t->add_space_prefix && prev_special, out, err) < 0) return -1;
+        prev_special = 0;
+    }
+    return 0;
+}
+
+// Symbol indices and offsets are 32-bit, and escaping triples a text of spaces.
+#define TOK_MAX_TEXT ((size_t)(INT32_MAX / SPM_SPACE_LEN - 1))
+
+int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
+               int32_t **ids, int *n_ids, char *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    if (len > TOK_MAX_TEXT) return errf(err, "text of %zu bytes is too long to tokenize (max %zu)", len, TOK_MAX_TEXT);
+    id_vec out = {0};
+    frag_vec fr = {0};
+    int rc = 0;
+    if (add_bos && t->bos >= 0 && ids_push(&out, t->bos) < 0) rc = errf(err, "out of memory for token ids");
+    if (rc == 0 && partition(t, text, len, parse_special, &fr) < 0) rc = errf(err, "out of memory splitting special tokens");
+    if (rc == 0) {
+        switch (t->model) {
+        case TOKM_SPM: rc = spm_encode(t, text, &fr, &out, err); break;
+        }
+    }
+    free(fr.v);
+    if (rc == 0 && !out.v && ids_push(&out, 0) == 0) out.n = 0;  // a freeable pointer even for no ids
+    if (rc < 0 || !out.v) {
+        free(out.v);
+        return rc < 0 ? -1 : errf(err, "out of memory for token ids");
+    }
+    *ids = out.v;
+    *n_ids = (int)out.n;
+    return 0;
+}
+
+// ---- decoding ----
+
+// Copies n bytes of s into buf (at most cap), turning "▁" into ' ' and, with
+// strip, dropping one leading space.
+static int unescape_piece(const char *s, size_t n, int strip, char *buf, size_t cap) {
+    size_t w = 0;
+    for (size_t i = 0; i < n && w < cap;) {
+        char c = s[i];
+        size_t step = 1;
+        if (n - i >= SPM_SPACE_LEN && memcmp(s + i, SPM_SPACE, SPM_SPACE_LEN) == 0) c = ' ', step = SPM_SPACE_LEN;
+        i += step;
+        if (strip && w == 0 && c == ' ') {
+            strip = 0;
+            continue;
+        }
+        strip = 0;
+        buf[w++] = c;
+    }
+    return (int)w;
+}
+
+static int copy_piece(const char *s, size_t n, char *buf, size_t cap) {
+    size_t w = n < cap ? n : cap;
+    memcpy(buf, s, w);
+    return (int)w;
+}
+
+// SentencePiece decoding drops the "▁" the encoder added: the one leading the
+// first piece of the text and the first piece after a special token (where the
+// encoder adds one too).
+static int strips_space(const tokenizer *t, int32_t prev) {
+    if (!t->add_space_prefix) return 0;
+    return prev < 0 || (prev < t->n_vocab && is_special_type(t->tok[prev].type));
+}
+
+int tok_decode(const tokenizer *t, int32_t prev, int32_t id, char *buf, size_t cap) {
+    if (id < 0 || id >= t->n_vocab) return -1;
+    const tok_entry *e = &t->tok[id];
+    const char *s = piece_ptr(t, id);
+    switch (e->type) {
+    case TT_NORMAL: return unescape_piece(s, e->len, strips_space(t, prev), buf, cap);
+    case TT_BYTE:
+        if (e->byte < 0) return copy_piece(s, e->len, buf, cap);
+        if (cap == 0) return 0;
+        buf[0] = (char)e->byte;
+        return 1;
+    case TT_USER: return copy_piece(s, e->len, buf, cap);
+    default: return 0;  // control, unknown, unused: not text
+    }
+}
+
+// ---- UTF-8 streaming ----
+
+// Bytes a sequence starting with lead byte c needs, or 0 for a byte that cannot
+// start one (continuation bytes, C0/C1, F5..FF).
+static int utf8_need(uint8_t c) {
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+// Length of an incomplete but so-far valid character at the end of s[0..n), or 0.
+static size_t utf8_incomplete_tail(const uint8_t *s, size_t n) {
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        uint8_t c = s[n - k];
+        if (c >= 0x80 && c < 0xC0) continue;  // continuation: keep looking for the lead
+        int need = utf8_need(c);
+        return need > (int)k ? k : 0;
+    }
+    return 0;
+}
+
+size_t utf8_stream_push(utf8_stream *s, const char *in, size_t in_len, char *out) {
+    size_t n = (size_t)s->n_pending;
+    memcpy(out, s->pending, n);
+    memmove(out + n, in, in_len);
+    n += in_len;
+    size_t tail = utf8_incomplete_tail((const uint8_t *)out, n);
+    memcpy(s->pending, out + n - tail, tail);
+    s->n_pending = (int)tail;
+    return n - tail;
+}
+
+size_t utf8_stream_flush(utf8_stream *s, char *out) {
+    size_t n = (size_t)s->n_pending;
+    memcpy(out, s->pending, n);
+    s->n_pending = 0;
+    return n;
+}
