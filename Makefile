@@ -6,15 +6,16 @@ CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 SHARED  ?= ../shared
 BUILD   ?= build
-CFLAGS  ?= -O3 -march=native
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g
-LDLIBS  += -lm -fopenmp
+OPT     ?= -O3 -march=native
+SAN     ?=
+CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g $(CFLAGS)
+LDLIBS  := -lm -fopenmp $(SAN) $(LDLIBS)
 
 LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-ASAN     = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 .PHONY: all quill models test test-fast test-asan bench clean
 all: quill models
@@ -48,7 +49,7 @@ test-fast: $(BUILD)/quill $(TEST_BIN) models
 	tests/run.sh $(BUILD) $(SHARED)
 
 test-asan:
-	$(MAKE) --no-print-directory BUILD=build/asan CFLAGS="$(ASAN) -march=native" LDLIBS="-lm -fopenmp -fsanitize=address,undefined" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
+	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
 	QUILL_SANITIZED=1 tests/run.sh build/asan $(SHARED)
 
 bench: $(BUILD)/quill

@@ -19,7 +19,7 @@
 #include "util.h"
 
 // Scratch buffers that grow on demand; never shrink until free.
-enum { SCR_ACT, SCR_ATT, SCR_COUNT };
+enum { SCR_ACT, SCR_COUNT };
 
 struct backend {
     int n_threads;
@@ -75,7 +75,7 @@ static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, i
         const float *xi = x + (size_t)i * dim;
         float *oi = out + (size_t)i * dim;
         double ss = 0;
-        for (int j = 0; j < dim; j++) ss += (double)xi[j] * xi[j];
+        for (int j = 0; j < dim; j++) ss += (double)(xi[j] * xi[j]);  // float square, double sum (ggml)
         float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
         for (int j = 0; j < dim; j++) oi[j] = xi[j] * scale * g[j];
     }
@@ -189,52 +189,63 @@ static float dot_f16(const float *a, const uint16_t *b, int n) {
     return s;
 }
 
-// acc[0..n) += w * b[0..n) with b in fp16.
-static void axpy_f16(float *acc, float w, const uint16_t *b, int n) {
+// acc = fp16(acc * scale + w * b): an fp16 accumulator updated in float and
+// rounded back after every step, as llama.cpp's CPU flash attention does.
+static void mad_f16(uint16_t *acc, float scale, float w, const uint16_t *b, int n) {
     int i = 0;
 #if defined(__F16C__) && defined(__AVX2__)
-    __m256 wv = _mm256_set1_ps(w);
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128(
-                                                           (const __m128i *)(b + i))),
-                                                  _mm256_loadu_ps(acc + i)));
+    const __m256 sv = _mm256_set1_ps(scale), wv = _mm256_set1_ps(w);
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(acc + i))), sv);
+        if (scale != 1.0f)  // llama.cpp rescales (and rounds) in a separate pass
+            a = _mm256_cvtph_ps(_mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+        a = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), wv, a);
+        _mm_storeu_si128((__m128i *)(acc + i), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    }
 #endif
-    for (; i < n; i++) acc[i] += w * fp16_to_f32(b[i]);
+    for (; i < n; i++) {
+        float a = fp16_to_f32(acc[i]);
+        if (scale != 1.0f) a = fp16_to_f32(f32_to_fp16(a * scale));
+        acc[i] = f32_to_fp16(a + w * fp16_to_f32(b[i]));
+    }
 }
 
-// One query head against cache rows 0..n_keys-1: out = softmax(q·Kᵀ·scale)·V.
-// q is rounded to fp16 first, as llama.cpp does before its fp16 K product.
+// One query head against cache rows 0..n_keys-1: out = softmax(q·Kᵀ·scale)·V,
+// computed in one pass with a running maximum (flash-attention style). The
+// rounding follows llama.cpp's CPU path (q to fp16, fp16 V accumulator) so
+// that greedy outputs agree with it even where logits nearly tie.
 static void attend_one(float *out, const float *q, const uint16_t *k, const uint16_t *v,
-                       int n_keys, int kv_stride, int head_dim, float *s) {
+                       int n_keys, int kv_stride, int head_dim) {
     float qh[1024];
+    uint16_t acc[1024];
     for (int d = 0; d < head_dim; d++) qh[d] = fp16_to_f32(f32_to_fp16(q[d]));
+    memset(acc, 0, sizeof(uint16_t) * head_dim);
     const float scale = 1.0f / sqrtf((float)head_dim);
-    float mx = -INFINITY;
+    float M = -INFINITY, S = 0;
     for (int j = 0; j < n_keys; j++) {
-        s[j] = dot_f16(qh, k + (size_t)j * kv_stride, head_dim) * scale;
-        if (s[j] > mx) mx = s[j];
+        float s = dot_f16(qh, k + (size_t)j * kv_stride, head_dim) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) ms = expf(M - s), M = s;
+        else vs = expf(s - M);
+        mad_f16(acc, ms, vs, v + (size_t)j * kv_stride, head_dim);
+        S = S * ms + vs;
     }
-    double sum = 0;
-    for (int j = 0; j < n_keys; j++) sum += (s[j] = expf(s[j] - mx));
-    const float inv = (float)(1.0 / sum);
-    memset(out, 0, sizeof(float) * head_dim);
-    for (int j = 0; j < n_keys; j++) axpy_f16(out, s[j] * inv, v + (size_t)j * kv_stride, head_dim);
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int d = 0; d < head_dim; d++) out[d] = fp16_to_f32(acc[d]) * inv;
 }
 
 static void cpu_attention(backend *b, float *out, const float *q, const void *kcache,
                           const void *vcache, int pos0, int n, int n_heads, int n_kv_heads,
                           int head_dim) {
-    const int n_ctx_used = pos0 + n, group = n_heads / n_kv_heads;
+    const int group = n_heads / n_kv_heads;
     const int kv_stride = n_kv_heads * head_dim;
-    float *scores = scratch(b, SCR_ATT, sizeof(float) * (size_t)n_ctx_used * b->n_threads);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(b->n_threads)
     for (int t = 0; t < n; t++)
         for (int h = 0; h < n_heads; h++) {
             size_t off = ((size_t)t * n_heads + h) * head_dim;
             size_t kvoff = (size_t)(h / group) * head_dim;
             attend_one(out + off, q + off, (const uint16_t *)kcache + kvoff,
-                       (const uint16_t *)vcache + kvoff, pos0 + t + 1, kv_stride, head_dim,
-                       scores + (size_t)omp_get_thread_num() * n_ctx_used);
+                       (const uint16_t *)vcache + kvoff, pos0 + t + 1, kv_stride, head_dim);
         }
 }
 

@@ -287,11 +287,18 @@ static void emit_finish(emitter *e) {
 
 // ---- generation ---------------------------------------------------------
 
-static void load(const options *o, model **m, tokenizer **tok) {
+static model *load_model(const options *o) {
     char err[ERR_LEN];
+    model *m;
     if (!o->model) die("no model: give one with -m FILE.gguf (see quill --help)");
     model_opts mo = {.ops = &cpu_backend, .n_threads = o->n_threads, .n_ctx = o->n_ctx};
-    if (model_load(m, o->model, &mo, err)) die("%s", err);
+    if (model_load(&m, o->model, &mo, err)) die("%s", err);
+    return m;
+}
+
+static void load(const options *o, model **m, tokenizer **tok) {
+    char err[ERR_LEN];
+    *m = load_model(o);
     if (tok_load(tok, model_gguf(*m), err)) die("%s: %s", o->model, err);
     if (tok_n_vocab(*tok) > model_cfg(*m)->n_vocab)
         die("%s: the tokenizer has %d tokens but the model only %d embeddings", o->model,
@@ -551,9 +558,7 @@ static int cmd_bench(int argc, char **argv) {
     options o;
     parse_options(&o, argc, argv, 2);
     o.n_ctx = o.n_ctx ? o.n_ctx : o.bench_p + o.bench_n;
-    model *m;
-    tokenizer *tok;
-    load(&o, &m, &tok);
+    model *m = load_model(&o);  // random token ids: no tokenizer needed
     const model_config *c = model_cfg(m);
     const int P = o.bench_p, N = o.bench_n;
     if (P + N > model_kv(m)->n_ctx) die("-p %d + -n %d exceed the context of %d", P, N, model_kv(m)->n_ctx);
@@ -586,7 +591,6 @@ static int cmd_bench(int argc, char **argv) {
            100.0 * step_bytes * N / t_dec / bw);
     free(ids);
     free(logits);
-    tok_free(tok);
     model_free(m);
     return 0;
 }

@@ -171,15 +171,24 @@ static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); r
 static inline float load_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
 
 // Unpacks the 12 scale bytes of Q4_K/Q5_K into 8 scales and 8 mins (6 bits
-// each). Sub-blocks 0-3 keep theirs in the low 6 bits of bytes 0-3 (scale) and
-// 4-7 (min); sub-blocks 4-7 take the low/high nibble of bytes 8-11 and borrow
-// the top two bits of bytes 0-3 (scale) / 4-7 (min).
+// each), four per 32-bit word: {scales 0-3, scales 4-7, mins 0-3, mins 4-7}.
+// Sub-blocks 0-3 keep theirs in the low 6 bits of bytes 0-3 (scale) and 4-7
+// (min); sub-blocks 4-7 take the low/high nibble of bytes 8-11 and borrow the
+// top two bits of bytes 0-3 (scale) / 4-7 (min) as their bits 4-5.
+static inline void k4_scale_words(const uint8_t q[12], uint32_t out[4]) {
+    const uint32_t w0 = load_u32(q), w1 = load_u32(q + 4), w2 = load_u32(q + 8);
+    out[0] = w0 & 0x3f3f3f3f;
+    out[1] = (w2 & 0x0f0f0f0f) | ((w0 >> 2) & 0x30303030);
+    out[2] = w1 & 0x3f3f3f3f;
+    out[3] = ((w2 >> 4) & 0x0f0f0f0f) | ((w1 >> 2) & 0x30303030);
+}
+
 static inline void k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((q[j + 8] & 15) | (q[j] >> 6) << 4);
-        mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | (q[j + 4] >> 6) << 4);
+    uint32_t w[4];
+    k4_scale_words(q, w);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(w[j / 4] >> (8 * (j % 4)));
+        mn[j] = (uint8_t)(w[2 + j / 4] >> (8 * (j % 4)));
     }
 }
 
@@ -295,9 +304,9 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
 #define A8_UNIT 512        // elements per Q8_0/Q8_1 activation unit (16 blocks of 32)
 #define A8_BYTES 576       // Q8_0 unit: 512 q + 16 float d
 #define A81_BYTES 640      // Q8_1 unit: 512 q + 16 float d + 16 float s
-#define AK_BYTES 320       // Q8_K record: 256 q + 16 int16 bsums + float d + pad
-#define AK_BSUMS 256       // byte offset of bsums in a Q8_K record
-#define AK_D 288           // byte offset of d in a Q8_K record
+// Q8_K rows: q[n], then float bx[n/16] at byte n, then float d[n/256].
+static inline size_t ak_bx(int64_t n) { return (size_t)n; }
+static inline size_t ak_d(int64_t n) { return (size_t)(n + n / 4); }
 
 // Byte of element p (0..4*nv) of lane L in a "lane-transposed" group: lane L
 // holds one scale group, and each 64-byte vector holds 4 consecutive
@@ -314,7 +323,7 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     case Q_BF16: return (size_t)round_up(2 * n, 64);
     case Q_Q8_0: return (size_t)((n + A8_UNIT - 1) / A8_UNIT) * A8_BYTES;
     case Q_Q8_1: return (size_t)((n + A8_UNIT - 1) / A8_UNIT) * A81_BYTES;
-    case Q_Q8_K: return (size_t)(n / 256) * AK_BYTES;
+    case Q_Q8_K: return (size_t)round_up(n + n / 4 + n / 64, 64);
     default: return 0;
     }
 }
@@ -368,25 +377,30 @@ static void act_q8_1(const float *x, uint8_t *dst, int64_t n) {
 
 // Q8_K as llama.cpp's quantize_row_q8_K_ref: scaled by the signed element of
 // largest magnitude (the first such), rounded half-even, clamped to 127.
+// llama.cpp's bsums (Σq per 16) are stored multiplied by d, as floats, which
+// is how the kernels consume them.
 static void act_q8_K(const float *x, uint8_t *dst, int64_t n) {
-    for (int64_t k = 0; k < n / 256; k++, x += 256, dst += AK_BYTES) {
-        memset(dst, 0, AK_BYTES);
+    memset(dst, 0, q_act_row_bytes(Q_Q4_K, n));
+    for (int64_t k = 0; k < n / 256; k++, x += 256) {
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < 256; j++) {
             const float ax = fabsf(x[j]);
             if (ax > amax) { amax = ax; max = x[j]; }
         }
-        if (amax == 0.0f) continue;
+        if (amax == 0.0f) continue;  // q, bx and d stay 0
         const float iscale = -127.0f / max, d = 1.0f / iscale;
-        int16_t bsums[16] = {0};
+        int bsum[16] = {0};
         for (int j = 0; j < 256; j++) {
             int v = (int)rintf(iscale * x[j]);
             v = v < 127 ? v : 127;
-            dst[lane_pos(j / 16, j % 16)] = (uint8_t)(int8_t)v;
-            bsums[j / 16] = (int16_t)(bsums[j / 16] + v);
+            dst[256 * k + lane_pos(j / 16, j % 16)] = (uint8_t)(int8_t)v;
+            bsum[j / 16] += v;
         }
-        memcpy(dst + AK_BSUMS, bsums, sizeof bsums);
-        memcpy(dst + AK_D, &d, 4);
+        for (int g = 0; g < 16; g++) {
+            const float bx = d * (float)bsum[g];
+            memcpy(dst + ak_bx(n) + 4 * (16 * k + g), &bx, 4);
+        }
+        memcpy(dst + ak_d(n) + 4 * k, &d, 4);
     }
 }
 
@@ -477,7 +491,7 @@ static float dot_q8_1_family(uint32_t type, const uint8_t *w, const uint8_t *x, 
     return s;
 }
 
-// Σq*x over each group of 16 elements of one super-block (x: a Q8_K record).
+// Σq*x over each group of 16 elements of one super-block (x: its 256 q).
 static void k_group_sums(uint32_t type, const void *blk, const uint8_t *x, int isum[16]) {
     for (int g = 0; g < 16; g++) {
         int s = 0;
@@ -490,22 +504,26 @@ static void k_group_sums(uint32_t type, const void *blk, const uint8_t *x, int i
     }
 }
 
-// Q4_K / Q5_K / Q6_K against Q8_K, as llama.cpp: integer sums per sub-block
-// times its scale, minus the mins through bsums (Q6_K: minus 32 * bsums),
-// then scaled by d_w * d_x (and dmin_w * d_x).
+// Q4_K / Q5_K / Q6_K against Q8_K, as llama.cpp: integer sums per group
+// times its scale, scaled by d_w * d_x, minus the mins through the group sums
+// of x (bx = d_x * Σq): dmin_w * mn * bx (Q6_K, whose q is stored + 32:
+// 32 * d_w * sc * bx).
 static float dot_k_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
     const size_t bs = QTYPES[type].block_bytes;
     float s = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += bs, x += AK_BYTES) {
-        int isum[16], sumi = 0, summ = 0;
-        int16_t bsums[16];
-        memcpy(bsums, x + AK_BSUMS, sizeof bsums);
-        const float dx = load_f32(x + AK_D);
-        k_group_sums(type, w, x, isum);
+    for (int64_t k = 0; k < n / 256; k++, w += bs) {
+        int isum[16], sumi = 0;
+        float mins = 0.0f;
+        const float dx = load_f32(x + ak_d(n) + 4 * k);
+        const uint8_t *bx = x + ak_bx(n) + 64 * k;
+        k_group_sums(type, w, x + 256 * k, isum);
         if (type == Q_Q6_K) {
             const block_q6_K *b = (const block_q6_K *)w;
-            for (int g = 0; g < 16; g++) sumi += b->scales[g] * (isum[g] - 32 * bsums[g]);
-            s += (fp16_to_f32(b->d) * dx) * (float)sumi;
+            for (int g = 0; g < 16; g++) {
+                sumi += b->scales[g] * isum[g];
+                mins += (float)(32 * b->scales[g]) * load_f32(bx + 4 * g);
+            }
+            s += (fp16_to_f32(b->d) * dx) * (float)sumi - fp16_to_f32(b->d) * mins;
             continue;
         }
         uint8_t sc[8], mn[8];
@@ -513,9 +531,9 @@ static float dot_k_family(uint32_t type, const uint8_t *w, const uint8_t *x, int
         k4_scales(b->scales, sc, mn);
         for (int g = 0; g < 16; g++) {
             sumi += sc[g / 2] * isum[g];
-            summ += mn[g / 2] * bsums[g];
+            mins += (float)mn[g / 2] * load_f32(bx + 4 * g);
         }
-        s += (fp16_to_f32(b->d) * dx) * (float)sumi - (fp16_to_f32(b->dmin) * dx) * (float)summ;
+        s += (fp16_to_f32(b->d) * dx) * (float)sumi - fp16_to_f32(b->dmin) * mins;
     }
     return s;
 }
@@ -545,7 +563,7 @@ static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64
 // ---------------------------------------------------------------------------
 #if defined(Q_AVX512)
 
-#define TILE_T 8       // tokens sharing one unpacked weight unit (register tile)
+#define TILE_T 16      // tokens sharing one unpacked weight unit (register tile)
 #define ROW_BLOCK 32   // rows revisited by every token tile (their weights stay in L2)
 #define K_CHUNK 2048   // elements per pass when several token tiles run (activations stay in L1)
 
@@ -555,23 +573,25 @@ typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, con
                         size_t xs, int tn, float *out);
 
 // Calls body(args..., NT) with NT the compile-time constant equal to tn.
-#define TILE_SWITCH(body, ...)                          \
-    switch (tn) {                                       \
-    case 1: body(__VA_ARGS__, 1); break;                \
-    case 2: body(__VA_ARGS__, 2); break;                \
-    case 3: body(__VA_ARGS__, 3); break;                \
-    case 4: body(__VA_ARGS__, 4); break;                \
-    case 5: body(__VA_ARGS__, 5); break;                \
-    case 6: body(__VA_ARGS__, 6); break;                \
-    case 7: body(__VA_ARGS__, 7); break;                \
-    default: body(__VA_ARGS__, 8); break;               \
+#define TILE_SWITCH(body, ...)                                       \
+    switch (tn) {                                                    \
+    case 1: body(__VA_ARGS__, 1); break;                             \
+    case 2: body(__VA_ARGS__, 2); break;                             \
+    case 3: body(__VA_ARGS__, 3); break;                             \
+    case 4: body(__VA_ARGS__, 4); break;                             \
+    case 5: body(__VA_ARGS__, 5); break;                             \
+    case 6: body(__VA_ARGS__, 6); break;                             \
+    case 7: body(__VA_ARGS__, 7); break;                             \
+    case 8: body(__VA_ARGS__, 8); break;                             \
+    case 9: body(__VA_ARGS__, 9); break;                             \
+    case 10: body(__VA_ARGS__, 10); break;                           \
+    case 11: body(__VA_ARGS__, 11); break;                           \
+    case 12: body(__VA_ARGS__, 12); break;                           \
+    case 13: body(__VA_ARGS__, 13); break;                           \
+    case 14: body(__VA_ARGS__, 14); break;                           \
+    case 15: body(__VA_ARGS__, 15); break;                           \
+    default: body(__VA_ARGS__, 16); break;                           \
     }
-
-static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
 
 static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
@@ -579,23 +599,21 @@ static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
 typedef struct {
     __m512i q[4];  // q[v] lane g: the 4 weights 16g+4v..16g+4v+3, unsigned (Q6_K: 0..63)
-    __m512i sc;    // lane g: scale of group g (int32)
-    __m256i mn;    // int16 lane g: min of group g's sub-block (Q4_K/Q5_K), for madd with bsums
-    __m512 d;      // d broadcast
-    __m256 dmin;   // dmin broadcast (Q4_K/Q5_K)
+    __m512 a;      // lane g: d * scale of group g
+    __m512 b;      // lane g: factor of the group's bx = d_x*Σx: -dmin * min (Q4_K/Q5_K), -32 * d * scale (Q6_K)
 } kq_regs;
 
-// Q4_K/Q5_K scales and mins, one per lane g (sub-block g/2).
+// Q4_K/Q5_K scales and mins as per-lane floats (lane g: sub-block g/2).
 ALWAYS_INLINE void k4_scale_regs(const block_q4_K *b, kq_regs *r) {
-    uint8_t sm[16];  // 8 scales then 8 mins
-    k4_scales(b->scales, sm, sm + 8);
-    const __m128i v = _mm_loadu_si128((const __m128i *)sm);
+    uint32_t sm[4];  // bytes: 8 scales then 8 mins
+    k4_scale_words(b->scales, sm);
+    const __m128i v = _mm_setr_epi32((int)sm[0], (int)sm[1], (int)sm[2], (int)sm[3]);
     const __m128i dup_sc = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m128i dup_mn = _mm_add_epi8(dup_sc, _mm_set1_epi8(8));
-    r->sc = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, dup_sc));
-    r->mn = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, dup_mn));
-    r->d = _mm512_set1_ps(fp16_to_f32(b->d));
-    r->dmin = _mm256_set1_ps(fp16_to_f32(b->dmin));
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, dup_sc)));
+    const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, dup_mn)));
+    r->a = _mm512_mul_ps(sc, _mm512_set1_ps(fp16_to_f32(b->d)));
+    r->b = _mm512_mul_ps(mn, _mm512_set1_ps(-fp16_to_f32(b->dmin)));
 }
 
 // The low 4 bits of Q4_K/Q5_K: lane g reads qs dword 8(g/4) + 4(g%2) + v
@@ -645,46 +663,28 @@ ALWAYS_INLINE void q6k_unpack(const block_q6_K *b, kq_regs *r) {
         const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x30));
         r->q[v] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(15), 0xEC);  // (lo & 15) | hb
     }
-    r->sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales));
-    r->d = _mm512_set1_ps(fp16_to_f32(b->d));
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales)));
+    const float d = fp16_to_f32(b->d);
+    r->a = _mm512_mul_ps(sc, _mm512_set1_ps(d));
+    r->b = _mm512_mul_ps(sc, _mm512_set1_ps(-32.0f * d));
 }
 
-// Σ_v VPDPBUSD(q[v], x[v]): lane g = Σ q*x over group g.
-ALWAYS_INLINE __m512i k_dot(const kq_regs *r, const uint8_t *a) {
-    const __m512i z = _mm512_setzero_si512();
-    __m512i i0 = _mm512_dpbusd_epi32(z, r->q[0], load512(a));
-    __m512i i1 = _mm512_dpbusd_epi32(z, r->q[2], load512(a + 128));
-    i0 = _mm512_dpbusd_epi32(i0, r->q[1], load512(a + 64));
-    i1 = _mm512_dpbusd_epi32(i1, r->q[3], load512(a + 192));
-    return _mm512_add_epi32(i0, i1);
+// One super-block of one token (q: its 256 activation bytes, bx: its 16 group
+// sums times d_x): acc += d_x * Σ_g a_g * (Σ q*x over group g) + Σ_g b_g * bx_g.
+ALWAYS_INLINE void k_token(const kq_regs *r, const uint8_t *q, const float *bx, float dx, __m512 *acc) {
+    __m512i i = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
+    i = _mm512_dpbusd_epi32(i, r->q[1], load512(q + 64));
+    i = _mm512_dpbusd_epi32(i, r->q[2], load512(q + 128));
+    i = _mm512_dpbusd_epi32(i, r->q[3], load512(q + 192));
+    *acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(i), r->a), _mm512_set1_ps(dx), *acc);
+    *acc = _mm512_fmadd_ps(_mm512_loadu_ps(bx), r->b, *acc);
 }
 
-// One super-block of one token: acc += d*dx * Σ_g sc_g * isum_g and
-// accm += dmin*dx * Σ_g mn_g * bsum_g (Q4_K/Q5_K; the mins are subtracted at
-// the end). Q6_K (q stored unsigned) subtracts 32 * bsum_g inside each group.
-ALWAYS_INLINE void k_token(uint32_t type, const kq_regs *r, const uint8_t *a, __m512 *acc, __m256 *accm) {
-    __m512i isum = k_dot(r, a);
-    const __m256i bsums = _mm256_loadu_si256((const __m256i *)(a + AK_BSUMS));
-    const __m512 dx = _mm512_set1_ps(load_f32(a + AK_D));
-    if (type == Q_Q6_K)
-        isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(_mm512_cvtepi16_epi32(bsums), 5));
-    const __m512i s = _mm512_mullo_epi32(isum, r->sc);
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(r->d, dx), *acc);
-    if (type != Q_Q6_K) {
-        const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, r->mn));
-        *accm = _mm256_fmadd_ps(m, _mm256_mul_ps(r->dmin, _mm512_castps512_ps256(dx)), *accm);
-    }
-}
-
-ALWAYS_INLINE void k_tile_n(uint32_t type, const uint8_t *w, int64_t u0, int64_t u1, const uint8_t *x,
-                            size_t xs, float *out, const int NT) {
+ALWAYS_INLINE void k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                            const uint8_t *x, size_t xs, float *out, const int NT) {
     __m512 acc[TILE_T];
-    __m256 accm[TILE_T];
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) {
-        acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm256_setzero_ps();
-    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     const size_t bs = QTYPES[type].block_bytes;
     for (int64_t u = u0; u < u1; u++) {
         kq_regs r;
@@ -692,28 +692,26 @@ ALWAYS_INLINE void k_tile_n(uint32_t type, const uint8_t *w, int64_t u0, int64_t
         if (type == Q_Q4_K) q4k_unpack(blk, &r);
         else if (type == Q_Q5_K) q5k_unpack(blk, &r);
         else q6k_unpack(blk, &r);
-        const uint8_t *a = x + (size_t)u * AK_BYTES;
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) k_token(type, &r, a + (size_t)t * xs, &acc[t], &accm[t]);
+        const uint8_t *q = x + 256 * u, *bx = x + ak_bx(n) + 64 * u, *dx = x + ak_d(n) + 4 * u;
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++)
+            k_token(&r, q + t * xs, (const float *)(bx + t * xs), load_f32(dx + t * xs), &acc[t]);
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum256(accm[t]);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
 static void tile_q4_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
                       int tn, float *out) {
-    (void)n;
-    TILE_SWITCH(k_tile_n, Q_Q4_K, w, u0, u1, x, xs, out)
+    TILE_SWITCH(k_tile_n, Q_Q4_K, w, n, u0, u1, x, xs, out)
 }
 static void tile_q5_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
                       int tn, float *out) {
-    (void)n;
-    TILE_SWITCH(k_tile_n, Q_Q5_K, w, u0, u1, x, xs, out)
+    TILE_SWITCH(k_tile_n, Q_Q5_K, w, n, u0, u1, x, xs, out)
 }
 static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
                       int tn, float *out) {
-    (void)n;
-    TILE_SWITCH(k_tile_n, Q_Q6_K, w, u0, u1, x, xs, out)
+    TILE_SWITCH(k_tile_n, Q_Q6_K, w, n, u0, u1, x, xs, out)
 }
 
 // --- 32-element types (unit = 16 blocks = 512 elements) --------------------
@@ -841,7 +839,7 @@ ALWAYS_INLINE void a8_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t
     const size_t ab = type == Q_Q4_1 || type == Q_Q5_1 ? A81_BYTES : A8_BYTES;
     const int64_t nb = n / 32;
     __m512 acc[TILE_T];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *blocks = w + (size_t)u * 16 * bs;
@@ -854,10 +852,10 @@ ALWAYS_INLINE void a8_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t
         a8_regs r;
         a8_unpack(type, blocks, &r);
         const uint8_t *a = x + (size_t)u * ab;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int t = 0; t < NT; t++) a8_token(type, &r, a + (size_t)t * xs, &acc[t]);
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
@@ -877,18 +875,18 @@ A8_TILE(tile_q5_1, Q_Q5_1)
 ALWAYS_INLINE void f_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
                             const uint8_t *x, size_t xs, float *out, const int NT) {
     __m512 acc[TILE_T];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const int64_t i = 16 * u;
         const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         const __m512 wv = type == Q_F32 ? _mm512_maskz_loadu_ps(k, w + 4 * i)
                                         : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, w + 2 * i));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int t = 0; t < NT; t++)
             acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(k, x + (size_t)t * xs + 4 * i), acc[t]);
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
@@ -909,17 +907,17 @@ ALWAYS_INLINE __m512 bf16_fma(__m512 acc, __m512i xv, __m512i wv) {
 ALWAYS_INLINE void bf16_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                                size_t xs, float *out, const int NT) {
     __m512 acc[TILE_T];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const int64_t i = 32 * u;
         const __mmask32 k = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
         const __m512i wv = _mm512_maskz_loadu_epi16(k, w + 2 * i);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int t = 0; t < NT; t++)
             acc[t] = bf16_fma(acc[t], _mm512_maskz_loadu_epi16(k, x + (size_t)t * xs + 2 * i), wv);
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 

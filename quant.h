@@ -57,7 +57,7 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 // d = amax/127 rounded to fp16 and q = round-half-even(x * 127/amax); Q8_1
 // adds s = fp16(d * Σq); Q8_K blocks of 256 with d = -max/127 (max: the
 // element of largest |x|, first one on ties), q = min(127, rint(x * -127/max))
-// and bsums = Σq per 16; F16/BF16 round x to nearest even. The row LAYOUT is
+// and bsums = Σq per 16 (stored times d); F16/BF16 round x to nearest even. The row LAYOUT is
 // quant.c's own, arranged for the SIMD kernels, and depends only on the dot
 // type, so one quantized row serves every weight type with the same dot type:
 //   F32 weights:  float[n] (x copied)
@@ -69,9 +69,10 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 //         (v < 8, i < 4) of block b plus 128 (stored unsigned).
 //   Q8_1 (Q4_1, Q5_1): units as Q8_0 but q is signed (no +128) and each unit
 //         is 640 bytes: int8 q[512], float d[16], float s[16].
-//   Q8_K (Q4_K, Q5_K, Q6_K): one 320-byte record per 256 elements:
-//         int8 q[256], int16 bsums[16], float d, 28 bytes padding; byte
-//         64*v + 4*g + i of q holds element 16*g + 4*v + i (v < 4, i < 4).
+//   Q8_K (Q4_K, Q5_K, Q6_K): int8 q[n], then float bx[n/16], then
+//         float d[n/256]. Super-block k's q are bytes 256k..256k+255, byte
+//         256k + 64*v + 4*g + i holding element 16*g + 4*v + i (v < 4,
+//         i < 4); bx[16k + g] = d[k] * bsums[g] (llama.cpp's Σq per 16).
 // Rows are padded (with zeros) to a multiple of 64 bytes, so 64-byte-aligned
 // buffers keep every row aligned.
 size_t q_act_row_bytes(uint32_t wtype, int64_t n);

@@ -14,6 +14,9 @@
 // A second algorithm (byte-level BPE, "gpt2") slots in as another enum tok_model
 // with its own defaults in tok_load and its own branch in tok_encode; the
 // vocabulary, hash table, special-token partition and decoding are shared.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  // memmem, qsort_r (the Makefile passes -D_GNU_SOURCE; this keeps other builds working)
+#endif
 #include "tokenizer.h"
 #include "util.h"
 
@@ -39,8 +42,7 @@ enum tok_model { TOKM_SPM };
 typedef struct {
     uint32_t off;   // start of the piece in tokenizer.arena (NUL-terminated there)
     uint32_t len;   // piece length in bytes
-    float score;    // merge priority: the higher-scoring pair merges first
-    uint32_t rank;  // score as an unsigned integer with the same order (heap keys)
+    float score;    // merge priority: the higher-scoring pair merges first (no NaN, no -0)
     uint8_t type;   // TT_*
     uint8_t rstrip; // special token that swallows the whitespace after it (phi-3)
     int16_t byte;   // the byte a TT_BYTE piece "<0xNN>" stands for, else -1
@@ -140,25 +142,18 @@ static int load_pieces(tokenizer *t, const gguf_file *f, char *err) {
     return 0;
 }
 
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
 // "<0xNN>" → NN, else -1.
 static int parse_byte_piece(const char *s, uint32_t n) {
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
-    int v = 0;
-    for (int i = 3; i < 5; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-// Maps a float (not NaN) to a uint32 with the same order, so heap keys compare
-// as integers: flip all bits of negatives, set the sign bit of positives.
-static uint32_t score_rank(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u & 0x80000000u ? ~u : u | 0x80000000u;
+    int hi = hex_digit(s[3]), lo = hex_digit(s[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
 // tokenizer.ggml.scores (f32, optional → 0) and token_type (i32, optional → normal).
@@ -178,7 +173,6 @@ static int load_scores_types(tokenizer *t, const gguf_file *f, char *err) {
         memcpy(&ty, kv->arr_data + 4 * (size_t)i, 4);
         t->tok[i].type = ty >= TT_NORMAL && ty <= TT_BYTE ? (uint8_t)ty : TT_UNDEFINED;
     }
-    for (int i = 0; i < t->n_vocab; i++) t->tok[i].rank = score_rank(t->tok[i].score);
     for (int i = 0; i < t->n_vocab; i++)
         if (t->tok[i].type == TT_BYTE) t->tok[i].byte = (int16_t)parse_byte_piece(piece_ptr(t, i), t->tok[i].len);
     return 0;
@@ -207,16 +201,13 @@ static int load_flag(const gguf_file *f, const char *key, int *out, char *err) {
 
 // Special ids and flags, over the model's defaults already in t.
 static int load_specials(tokenizer *t, const gguf_file *f, char *err) {
-    static const struct { const char *key; size_t off; } IDS[] = {
-        {"tokenizer.ggml.bos_token_id", offsetof(tokenizer, bos)},
-        {"tokenizer.ggml.eos_token_id", offsetof(tokenizer, eos)},
-        {"tokenizer.ggml.unknown_token_id", offsetof(tokenizer, unk)},
-        {"tokenizer.ggml.padding_token_id", offsetof(tokenizer, pad)},
-        {"tokenizer.ggml.eot_token_id", offsetof(tokenizer, eot)},
-        {"tokenizer.ggml.eom_token_id", offsetof(tokenizer, eom)},
+    const struct { const char *key; int32_t *id; } IDS[] = {
+        {"tokenizer.ggml.bos_token_id", &t->bos},     {"tokenizer.ggml.eos_token_id", &t->eos},
+        {"tokenizer.ggml.unknown_token_id", &t->unk}, {"tokenizer.ggml.padding_token_id", &t->pad},
+        {"tokenizer.ggml.eot_token_id", &t->eot},     {"tokenizer.ggml.eom_token_id", &t->eom},
     };
     for (size_t i = 0; i < sizeof IDS / sizeof IDS[0]; i++)
-        if (load_id(t, f, IDS[i].key, (int32_t *)((char *)t + IDS[i].off), err) < 0) return -1;
+        if (load_id(t, f, IDS[i].key, IDS[i].id, err) < 0) return -1;
     if (load_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err) < 0 ||
         load_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err) < 0 ||
         load_flag(f, "tokenizer.ggml.remove_extra_whitespaces", &t->remove_extra_ws, err) < 0)
@@ -274,7 +265,10 @@ static void apply_phi3_rstrip(tokenizer *t, const gguf_file *f) {
     if (gguf_get_str(f, "general.name", &name, NULL) != 0) return;
     char low[64];
     size_t n = name.len < sizeof low - 1 ? name.len : sizeof low - 1;
-    for (size_t i = 0; i < n; i++) low[i] = (char)(name.ptr[i] >= 'A' && name.ptr[i] <= 'Z' ? name.ptr[i] + 32 : name.ptr[i]);
+    for (size_t i = 0; i < n; i++) {
+        char c = name.ptr[i];
+        low[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
     low[n] = '\0';
     if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
     for (int i = 0; i < t->n_special; i++) t->tok[t->special[i]].rstrip = 1;
@@ -310,11 +304,21 @@ static void build_byte_table(tokenizer *t) {
     }
 }
 
-// Per-model defaults, before the file's own keys override them (llama.cpp's).
-static int set_model_defaults(tokenizer *t, gguf_str model, char *err) {
+// Which algorithm tokenizer.ggml.model names.
+static int find_model(tokenizer *t, gguf_str model, char *err) {
     if (gguf_str_eq(model, "llama")) {
         t->model = TOKM_SPM;
         t->model_name = "llama";
+        return 0;
+    }
+    return errf(err, "tokenizer model '%.*s' not supported yet (supported: llama)",
+                (int)(model.len < 64 ? model.len : 64), model.ptr);
+}
+
+// Per-model defaults, before the file's own keys override them (llama.cpp's).
+static void set_model_defaults(tokenizer *t) {
+    switch (t->model) {
+    case TOKM_SPM:
         t->bos = t->n_vocab > 1 ? 1 : -1;
         t->eos = t->n_vocab > 2 ? 2 : -1;
         t->unk = 0;
@@ -322,10 +326,8 @@ static int set_model_defaults(tokenizer *t, gguf_str model, char *err) {
         t->add_bos = 1;
         t->add_space_prefix = 1;
         t->remove_extra_ws = 0;
-        return 0;
+        break;
     }
-    return errf(err, "tokenizer model '%.*s' not supported yet (supported: llama)",
-                (int)(model.len < 64 ? model.len : 64), model.ptr);
 }
 
 int tok_load(tokenizer **out, const gguf_file *f, char *err) {
@@ -336,9 +338,12 @@ int tok_load(tokenizer **out, const gguf_file *f, char *err) {
     if (rc == 1) return errf(err, "key 'tokenizer.ggml.model' not found: the file has no tokenizer");
     tokenizer *t = calloc(1, sizeof *t);
     if (!t) return errf(err, "out of memory for the tokenizer");
-    if (load_pieces(t, f, err) < 0 || set_model_defaults(t, model, err) < 0 ||
-        load_scores_types(t, f, err) < 0 || load_specials(t, f, err) < 0 ||
-        build_special_list(t, f, err) < 0) {
+    if (find_model(t, model, err) < 0 || load_pieces(t, f, err) < 0) {
+        tok_free(t);
+        return -1;
+    }
+    set_model_defaults(t);
+    if (load_scores_types(t, f, err) < 0 || load_specials(t, f, err) < 0 || build_special_list(t, f, err) < 0) {
         tok_free(t);
         return -1;
     }
@@ -486,7 +491,7 @@ typedef struct {
 // original characters (most of them) are sorted once into `init`, which is then
 // read in order; pairs that merges create go to a heap. Popping a heap of n
 // entries costs cache misses all the way down, so keeping the initial pairs out
-// of it is what makes 10 MB of one letter take well under a second.
+// of it makes hostile inputs (10 MB of one letter) markedly faster.
 typedef struct {
     const tokenizer *t;
     const char *text;
@@ -499,7 +504,17 @@ typedef struct {
     size_t n_heap, cap_heap;
 } spm_state;
 
-static uint64_t spm_key(uint32_t rank, int32_t left) { return (uint64_t)rank << 32 | (uint32_t)~(uint32_t)left; }
+// Maps a score (not NaN, not -0) to a uint32 with the same order, so heap keys
+// compare as integers: flip all bits of negatives, set the sign bit of positives.
+static uint32_t score_rank(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+static uint64_t spm_key(float score, int32_t left) {
+    return (uint64_t)score_rank(score) << 32 | (uint32_t)~(uint32_t)left;
+}
 static int32_t spm_key_left(uint64_t key) { return (int32_t)~(uint32_t)key; }
 
 static int heap_push(spm_state *st, spm_pair p) {
@@ -561,7 +576,7 @@ static int try_pair(spm_state *st, int32_t left, int32_t right) {
     int32_t id = pair_piece(st, left, right);
     if (id < 0) return 0;
     uint32_t size = st->sym[left].len + st->sym[right].len;
-    return heap_push(st, (spm_pair){spm_key(st->t->tok[id].rank, left), size, 0});
+    return heap_push(st, (spm_pair){spm_key(st->t->tok[id].score, left), size, 0});
 }
 
 static int cmp_key_desc(const void *a, const void *b) {
@@ -579,10 +594,11 @@ static int sort_init(spm_state *st) {
         qsort(st->init, n, sizeof *st->init, cmp_key_desc);
         return 0;
     }
-    st->cap_heap = (n * sizeof *st->init + sizeof *st->heap - 1) / sizeof *st->heap;
-    st->heap = malloc(st->cap_heap * sizeof *st->heap);
+    size_t cap = (n * sizeof *st->init + sizeof *st->heap - 1) / sizeof *st->heap;
+    st->heap = malloc(cap * sizeof *st->heap);
     size_t *count = malloc(65536 * sizeof *count);
     if (!st->heap || !count) return free(count), -1;
+    st->cap_heap = cap;
     uint64_t *src = st->init, *dst = (uint64_t *)(void *)st->heap;
     for (int shift = 32; shift < 64; shift += 16) {
         memset(count, 0, 65536 * sizeof *count);
@@ -603,7 +619,7 @@ static int spm_init_pairs(spm_state *st) {
     if (!st->init) return -1;
     for (int32_t i = 1; i < st->n_sym; i++) {
         int32_t id = pair_piece(st, i - 1, i);
-        if (id >= 0) st->init[st->n_init++] = spm_key(st->t->tok[id].rank, i - 1);
+        if (id >= 0) st->init[st->n_init++] = spm_key(st->t->tok[id].score, i - 1);
     }
     return sort_init(st);
 }
@@ -648,7 +664,8 @@ static int spm_emit(const tokenizer *t, const char *s, uint32_t n, id_vec *out, 
     int all_bytes = 1;
     for (uint32_t i = 0; i < n; i++) all_bytes &= t->byte_tok[(uint8_t)s[i]] >= 0;
     if (!all_bytes) {
-        if (t->unk < 0) return errf(err, "text has a character the vocabulary cannot encode (no byte tokens, no <unk>)");
+        if (t->unk < 0)
+            return errf(err, "text has a character the vocabulary cannot encode (no byte tokens, no <unk>)");
         return ids_push(out, t->unk) < 0 ? errf(err, "out of memory for token ids") : 0;
     }
     for (uint32_t i = 0; i < n; i++)
@@ -714,24 +731,26 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, in
                int32_t **ids, int *n_ids, char *err) {
     *ids = NULL;
     *n_ids = 0;
-    if (len > TOK_MAX_TEXT) return errf(err, "text of %zu bytes is too long to tokenize (max %zu)", len, TOK_MAX_TEXT);
+    if (len > TOK_MAX_TEXT)
+        return errf(err, "text of %zu bytes is too long to tokenize (max %zu)", len, TOK_MAX_TEXT);
     id_vec out = {0};
     frag_vec fr = {0};
     int rc = 0;
     if (add_bos && t->bos >= 0 && ids_push(&out, t->bos) < 0) rc = errf(err, "out of memory for token ids");
-    if (rc == 0 && partition(t, text, len, parse_special, &fr) < 0) rc = errf(err, "out of memory splitting special tokens");
+    if (rc == 0 && partition(t, text, len, parse_special, &fr) < 0)
+        rc = errf(err, "out of memory splitting special tokens");
     if (rc == 0) {
         switch (t->model) {
         case TOKM_SPM: rc = spm_encode(t, text, &fr, &out, err); break;
         }
     }
     free(fr.v);
-    if (rc == 0 && !out.v && ids_push(&out, 0) == 0) out.n = 0;  // a freeable pointer even for no ids
-    if (rc < 0 || !out.v) {
+    if (rc < 0) {
         free(out.v);
-        return rc < 0 ? -1 : errf(err, "out of memory for token ids");
+        return -1;
     }
-    *ids = out.v;
+    *ids = out.v ? out.v : malloc(sizeof *out.v);  // no ids still hands back a pointer to free
+    if (!*ids) return errf(err, "out of memory for token ids");
     *n_ids = (int)out.n;
     return 0;
 }

@@ -1,0 +1,502 @@
+// tests/test_quant.c — quant.c against independent references.
+//
+//   build/tests/test_quant           run the tests (from the repo root; SHARED
+//                                    names the shared data, default ../shared)
+//   build/tests/test_quant --bench   single-thread kernel speeds, no checks
+//
+// References: numpy's float16 and a float64 numpy dequantizer written from the
+// ggml layouts (tests/ref_quant.py, which checks itself against higher-
+// precision copies of the same tensors); hand-derived activation
+// quantizations; and float64 dot products for q_matmul.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quant.h"
+#include "util.h"
+
+#define PY "/usr/bin/python3"
+
+static int g_fail;  // failures so far (tests only; the library has no globals)
+
+static void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    g_fail++;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static void *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = xmalloc((size_t)n + 1);
+    if (fread(p, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(p);
+        return NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+// A deterministic generator (xorshift) so failures reproduce.
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rnd(rng_t *r) {
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return r->s;
+}
+static double unif(rng_t *r) { return (double)(rnd(r) >> 11) * 0x1p-53; }
+static double gauss(rng_t *r) {
+    double u = unif(r) + 1e-300, v = unif(r);
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+// ---------------------------------------------------------------- fp16, bf16
+
+// Every half converts to float and back unchanged (NaNs stay NaNs), and the
+// float value matches the IEEE formula.
+static void test_fp16_exhaustive(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = fp16_to_f32((uint16_t)h);
+        const int e = (h >> 10) & 31, m = h & 1023;
+        if (e == 31) {
+            if (m ? !isnan(f) : !isinf(f)) bad++;
+            if (m && !(f32_to_fp16(f) & 0x3ff)) bad++;  // NaN must not become infinity
+            continue;
+        }
+        double want = e ? ldexp(1.0 + m / 1024.0, e - 15) : ldexp(m, -24);
+        if (h & 0x8000) want = -want;
+        if ((double)f != want || !!signbit(f) != !!(h & 0x8000)) bad++;
+        if (f32_to_fp16(f) != h) bad++;
+    }
+    if (bad) fail("fp16 round trip: %d of 65536 halves wrong", bad);
+}
+
+// float -> half rounding against numpy on ties, subnormals, overflow.
+static void test_fp16_rounding(const char *dir) {
+    char path[512], cmd[1024];
+    snprintf(path, sizeof path, "%s/f16.bin", dir);
+    snprintf(cmd, sizeof cmd, PY " tests/ref_quant.py f16cases %s", path);
+    if (system(cmd) != 0) return fail("'%s' failed", cmd);
+    size_t len;
+    uint32_t *p = read_file(path, &len);
+    if (!p) return fail("cannot read %s", path);
+    int bad = 0;
+    for (size_t i = 0; i < len / 8; i++) {
+        const uint16_t got = f32_to_fp16(bitsf(p[2 * i])), want = (uint16_t)p[2 * i + 1];
+        if (got != want && bad++ < 5)
+            fail("f32_to_fp16(%a) = 0x%04x, numpy 0x%04x", (double)bitsf(p[2 * i]), got, want);
+    }
+    if (len / 8 < 1000) fail("too few fp16 cases (%zu)", len / 8);
+    free(p);
+}
+
+// bf16: hand-derived bit patterns (round to nearest even on the 16 dropped bits).
+static void test_bf16(void) {
+    static const struct { uint32_t f; uint16_t b; } c[] = {
+        {0x3f800000, 0x3f80},  // 1.0
+        {0x3f808000, 0x3f80},  // tie, even stays
+        {0x3f818000, 0x3f82},  // tie, odd rounds up
+        {0x3f808001, 0x3f81},  // above the tie
+        {0x3f807fff, 0x3f80},  // below the tie
+        {0xbf818000, 0xbf82},  // negative tie
+        {0x7f7fffff, 0x7f80},  // max float rounds to infinity
+        {0x7f800000, 0x7f80},  // infinity
+        {0x00008000, 0x0000},  // subnormal tie to even (zero)
+        {0x00018000, 0x0002},  // subnormal tie to even (up)
+        {0x7f800001, 0x7fc0},  // signalling NaN becomes quiet
+        {0xffc12345, 0xffc1},  // quiet NaN keeps its sign and top payload
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const uint16_t b = f32_to_bf16(bitsf(c[i].f));
+        if (b != c[i].b) fail("f32_to_bf16(0x%08x) = 0x%04x, want 0x%04x", c[i].f, b, c[i].b);
+    }
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = bf16_to_f32((uint16_t)h);
+        if (fbits(f) != h << 16) return fail("bf16_to_f32(0x%04x) wrong", h);
+        if (!isnan(f) && f32_to_bf16(f) != h) return fail("bf16 round trip 0x%04x", h);
+    }
+}
+
+// ----------------------------------------------------------- dequantization
+
+// Each fixture row, dequantized here, against ref_quant.py's float64 values.
+static void test_dequant(const char *dir, const char *shared) {
+    char cmd[1024], path[512];
+    snprintf(cmd, sizeof cmd, PY " tests/ref_quant.py fixtures %s %s", dir, shared);
+    if (system(cmd) != 0) return fail("'%s' failed (is numpy installed for " PY "?)", cmd);
+    snprintf(path, sizeof path, "%s/index.txt", dir);
+    FILE *idx = fopen(path, "r");
+    if (!idx) return fail("no %s", path);
+    char name[128];
+    unsigned type, rows;
+    long long n;
+    int count = 0, types_seen[64] = {0};
+    while (fscanf(idx, "%127s %u %lld %u", name, &type, &n, &rows) == 4) {
+        size_t rl, fl;
+        snprintf(path, sizeof path, "%s/%s.raw", dir, name);
+        uint8_t *raw = read_file(path, &rl);
+        snprintf(path, sizeof path, "%s/%s.ref", dir, name);
+        double *ref = read_file(path, &fl);
+        const size_t rb = qtype_row_bytes(type, n);
+        if (!raw || !ref || rl != rb * rows || fl != (size_t)n * rows * 8) {
+            fail("fixture %s: bad files", name);
+            free(raw), free(ref);
+            continue;
+        }
+        float *y = xmalloc((size_t)n * sizeof(float));
+        int bad = 0;
+        for (unsigned r = 0; r < rows; r++) {
+            q_dequantize_row(type, raw + r * rb, y, n);
+            const double *want = ref + (size_t)r * n;
+            double scale = 0;
+            for (long long i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+            for (long long i = 0; i < n; i++)
+                if (fabs(y[i] - want[i]) > 1e-6 * scale + 1e-30 && bad++ < 3)
+                    fail("dequant %s row %u [%lld]: %.9g, reference %.9g", name, r, i, y[i], want[i]);
+        }
+        count++;
+        types_seen[type & 63] = 1;
+        free(y), free(raw), free(ref);
+    }
+    fclose(idx);
+    static const int need[] = {Q_F32, Q_F16, Q_BF16, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q8_0, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!types_seen[need[i]]) fail("no dequantization fixture for type %d", need[i]);
+    if (count < 15) fail("only %d dequantization fixtures", count);
+}
+
+// --------------------------------------------------- activation quantization
+
+// Reads element i of a quantized activation row of dot type `dt` (layout
+// from quant.h). For Q8_1 also returns the block's s through s_out.
+static size_t lane_byte(int lane, int p) { return (size_t)(64 * (p / 4) + 4 * lane + p % 4); }
+
+static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float *d) {
+    const uint32_t dt = qtype_get(wtype)->dot_type;
+    if (dt == Q_Q8_K) {  // q[n], bx[n/16], d[n/256]
+        const int j = (int)(i % 256);
+        memcpy(d, xq + n + n / 4 + 4 * (i / 256), 4);
+        return (int8_t)xq[256 * (i / 256) + lane_byte(j / 16, j % 16)];
+    }
+    const uint8_t *unit = xq + (i / 512) * (dt == Q_Q8_0 ? 576 : 640);
+    const int b = (int)(i % 512) / 32, e = (int)(i % 32);
+    memcpy(d, unit + 512 + 4 * b, 4);
+    return dt == Q_Q8_0 ? unit[lane_byte(b, e)] - 128 : (int8_t)unit[lane_byte(b, e)];
+}
+
+static double act_value(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i) {
+    float f, d;
+    switch (qtype_get(wtype)->dot_type) {
+    case Q_F32: case Q_F16: memcpy(&f, xq + 4 * i, 4); return f;
+    case Q_BF16: return bf16_to_f32((uint16_t)(xq[2 * i] | xq[2 * i + 1] << 8));
+    default: { int q = act_q(wtype, xq, n, i, &d); return (double)q * d; }
+    }
+}
+
+static float act_s(const uint8_t *xq, int64_t block) {  // Q8_1 s of a block
+    float s;
+    memcpy(&s, xq + (block / 16) * 640 + 576 + 4 * (block % 16), 4);
+    return s;
+}
+
+// x = 1..32: amax 32, d = 32/127 -> fp16 0x3408 = 0.251953125 (1032/4096);
+// q = rint(x * 127/32) = rint(3.96875 x), e.g. 1->4, 3->11.90625->12,
+// 16->63.5->64 (tie, even), 20->79.375->79, 32->127.
+// x = {127, 2.5, -2.5, 0.5, 1.5, -0.5, 3.5, 0...}: amax 127, 127/amax = 1,
+// so q = rint(x) with ties to even: {127, 2, -2, 0, 2, 0, 4} (roundf would
+// give 3, -3, 1, 2, -1, 4), d = 1.0, s = Σq = 133.
+static void test_act_q8_0_q8_1(void) {
+    float x[64] = {0};
+    for (int j = 0; j < 32; j++) x[j] = (float)(j + 1);
+    const float x2[7] = {127, 2.5f, -2.5f, 0.5f, 1.5f, -0.5f, 3.5f};
+    memcpy(x + 32, x2, sizeof x2);
+    const struct { int j, q; } want[] = {{0, 4}, {2, 12}, {15, 64}, {19, 79}, {31, 127}, {32, 127},
+                                         {33, 2}, {34, -2}, {35, 0}, {36, 2}, {37, 0}, {38, 4}, {39, 0}};
+    for (int k = 0; k < 2; k++) {
+        const uint32_t wt = k ? Q_Q4_1 : Q_Q8_0;  // Q8_1 / Q8_0 activations
+        uint8_t *xq = xmalloc(q_act_row_bytes(wt, 64));
+        q_quantize_act(wt, x, xq, 64);
+        float d0, d1;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const int q = act_q(wt, xq, 64, want[i].j, &d0);
+            if (q != want[i].q) fail("%s: x[%d]=%g -> q %d, want %d", k ? "Q8_1" : "Q8_0", want[i].j, x[want[i].j], q, want[i].q);
+        }
+        act_q(wt, xq, 64, 0, &d0);
+        act_q(wt, xq, 64, 32, &d1);
+        if (d0 != 0.251953125f || d1 != 1.0f) fail("Q8_%d d = %g, %g; want 0.251953125, 1", k, d0, d1);
+        if (k && act_s(xq, 1) != 133.0f) fail("Q8_1 s = %g, want 133", act_s(xq, 1));
+        // block 0: Σ rint(3.96875 x) for x = 1..32 = 2096; d*Σq = 32/127*2096 = 528.12 -> fp16 528.0
+        if (k && act_s(xq, 0) != 528.0f) fail("Q8_1 s = %g, want 528", act_s(xq, 0));
+        free(xq);
+    }
+}
+
+// Q8_K. Block 0: x[5] = 254 is the largest magnitude, iscale = -127/254 =
+// -0.5, d = -2, q = rint(-x/2): 1 -> -0 (0), 3 -> -2 (tie even), 5 -> -2,
+// -1 -> 0, 254 -> -127, -7 -> 4 (3.5 tie even). Block 1: x[0] = -4 and
+// x[1] = 4 tie in magnitude; the first (-4) wins: iscale = 31.75,
+// q = {-127, 127}, x[44] = 1 -> rint(31.75) = 32, d = 1/31.75.
+// Block 2: all zero -> d = 0, q = 0.
+static void test_act_q8_K(void) {
+    float x[768] = {0};
+    x[0] = 1, x[1] = 3, x[2] = 5, x[3] = -1, x[5] = 254, x[17] = -7;
+    x[256] = -4, x[257] = 4, x[300] = 1;
+    uint8_t *xq = xmalloc(q_act_row_bytes(Q_Q4_K, 768));
+    q_quantize_act(Q_Q6_K, x, xq, 768);
+    const struct { int j, q; } want[] = {{0, 0}, {1, -2}, {2, -2}, {3, 0}, {5, -127}, {17, 4}, {4, 0},
+                                         {256, -127}, {257, 127}, {300, 32}, {512, 0}, {767, 0}};
+    float d;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const int q = act_q(Q_Q4_K, xq, 768, want[i].j, &d);
+        if (q != want[i].q) fail("Q8_K: x[%d]=%g -> q %d, want %d", want[i].j, x[want[i].j], q, want[i].q);
+    }
+    act_q(Q_Q4_K, xq, 768, 0, &d);
+    if (d != -2.0f) fail("Q8_K block 0 d = %g, want -2", d);
+    act_q(Q_Q4_K, xq, 768, 256, &d);
+    if (d != 1.0f / 31.75f) fail("Q8_K block 1 d = %g, want 1/31.75", d);
+    act_q(Q_Q4_K, xq, 768, 512, &d);
+    if (d != 0.0f) fail("Q8_K block 2 d = %g, want 0", d);
+    // bx = d * bsums. Block 0: group 0 Σq = 0-2-2+0-127 = -131 -> 262, group 1 Σq = 4 -> -8.
+    // Block 1: group 0 Σq = -127+127 = 0, group 2 (x[300]) Σq = 32 -> 32/31.75.
+    float bx[48];
+    memcpy(bx, xq + 768, sizeof bx);
+    if (bx[0] != 262 || bx[1] != -8 || bx[2] != 0 || bx[16] != 0 || bx[18] != 32 / 31.75f || bx[32] != 0)
+        fail("Q8_K bx %g %g %g %g %g %g, want 262 -8 0 0 %g 0", bx[0], bx[1], bx[2], bx[16], bx[18], bx[32], 32 / 31.75f);
+    free(xq);
+}
+
+// F16 rows hold fp16-rounded floats, BF16 rows bf16 bits.
+static void test_act_float(void) {
+    float x[3] = {1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-20f, 1.0f + 0x1p-8f};
+    uint8_t *xq = xmalloc(q_act_row_bytes(Q_F16, 3));
+    q_quantize_act(Q_F16, x, xq, 3);
+    if (act_value(Q_F16, xq, 3, 0) != 1.0 || act_value(Q_F16, xq, 3, 1) != 1.0 + 0x1p-10)
+        fail("F16 activations not rounded to nearest even");
+    q_quantize_act(Q_BF16, x, xq, 3);
+    if (act_value(Q_BF16, xq, 3, 2) != 1.0 || act_value(Q_BF16, xq, 3, 1) != 1.0)
+        fail("BF16 activations not rounded to nearest even");
+    free(xq);
+}
+
+// ------------------------------------------------------------------ matmul
+
+// A random half in ±[lo, hi).
+static uint16_t rand_half(rng_t *r, double lo, double hi) {
+    const double v = lo + (hi - lo) * unif(r);
+    return f32_to_fp16((float)((rnd(r) & 1) ? v : -v));
+}
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+// Random valid weight rows: random quant bits, moderate scales (d offsets
+// from the ggml block layouts).
+static void random_row(rng_t *r, uint32_t type, uint8_t *row, int64_t n) {
+    const qtype_info *q = qtype_get(type);
+    const int64_t nb = n / q->block;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = row + b * q->block_bytes;
+        if (type == Q_F32) {
+            const float f = (float)gauss(r);
+            memcpy(blk, &f, 4);
+            continue;
+        }
+        if (type == Q_F16) { put16(blk, f32_to_fp16((float)gauss(r))); continue; }
+        if (type == Q_BF16) { put16(blk, f32_to_bf16((float)gauss(r))); continue; }
+        for (size_t i = 0; i < q->block_bytes; i++) blk[i] = (uint8_t)rnd(r);
+        if (type == Q_Q6_K) { put16(blk + 208, rand_half(r, 1e-3, 2e-2)); continue; }
+        put16(blk, rand_half(r, 1e-3, 5e-2));
+        if (type == Q_Q4_1 || type == Q_Q5_1 || type == Q_Q4_K || type == Q_Q5_K) put16(blk + 2, rand_half(r, 1e-3, 5e-2));
+    }
+}
+
+typedef struct {
+    uint32_t type;
+    int64_t n;
+    int nr, nt;
+} mm_case;
+
+// Returns the worst normalized errors of one case:
+//   e_exact: |y - Σ w·xq| / Σ|w·xq| with xq the quantized activations (float64);
+//            only the kernel's float rounding remains.
+//   e_orig:  |y - Σ w·x| / (‖w‖‖x‖) against the original float activations.
+//   e_tile:  |y(nt tokens at once) - y(one token a call)| / Σ|w·xq|.
+static void run_case(rng_t *r, const mm_case *c, double err[3]) {
+    const int64_t n = c->n;
+    const int nr = c->nr, nt = c->nt;
+    const size_t rb = qtype_row_bytes(c->type, n), ws = rb + 64;
+    const size_t xs = q_act_row_bytes(c->type, n) + 64, ldy = (size_t)nr + 3;
+    uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
+    float *x = xmalloc(sizeof(float) * n * nt), *wf = xmalloc(sizeof(float) * n * nr);
+    float *y = xmalloc(sizeof(float) * ldy * nt), *y1 = xmalloc(sizeof(float) * ldy * nt);
+    for (int i = 0; i < nr; i++) {
+        random_row(r, c->type, w + i * ws, n);
+        q_dequantize_row(c->type, w + i * ws, wf + (size_t)i * n, n);
+    }
+    for (int t = 0; t < nt; t++) {
+        float *xt = x + (size_t)t * n;
+        const double amp = t % 3 == 2 ? 1e-3 : 1.0;  // one token in three is tiny
+        for (int64_t i = 0; i < n; i++) xt[i] = (float)(amp * gauss(r) * (i % 97 == 5 ? 20 : 1));
+        if (t == 3) memset(xt, 0, sizeof(float) * n);  // an all-zero token
+        q_quantize_act(c->type, xt, xq + t * xs, n);
+    }
+    q_matmul(c->type, n, w, ws, nr, xq, xs, nt, y, ldy);
+    for (int t = 0; t < nt; t++) q_matmul(c->type, n, w, ws, nr, xq + t * xs, xs, 1, y1 + t * ldy, ldy);
+    err[0] = err[1] = err[2] = 0;
+    const int q81 = c->type == Q_Q4_1 || c->type == Q_Q5_1;
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *xt = xq + t * xs;
+        for (int i = 0; i < nr; i++) {
+            const float *wi = wf + (size_t)i * n;
+            double exact = 0, mag = 0, orig = 0, ww = 0, xx = 0;
+            for (int64_t k = 0; k < n; k++) {
+                const double a = act_value(c->type, xt, n, k), p = (double)wi[k] * a;
+                exact += p, mag += fabs(p);
+                orig += (double)wi[k] * x[(size_t)t * n + k];
+                ww += (double)wi[k] * wi[k], xx += (double)x[(size_t)t * n + k] * x[(size_t)t * n + k];
+            }
+            if (q81) {  // the kernel takes m·Σx from s = fp16(d·Σq): use the same s
+                for (int64_t b = 0; b < n / 32; b++) {
+                    float m, d;
+                    uint16_t mh;
+                    memcpy(&mh, w + i * ws + b * qtype_get(c->type)->block_bytes + 2, 2);
+                    m = fp16_to_f32(mh);
+                    double sq = 0;
+                    for (int k = 0; k < 32; k++) sq += act_q(c->type, xt, n, b * 32 + k, &d);
+                    exact += (double)m * (act_s(xt, b) - (double)d * sq);
+                    mag += fabs((double)m * act_s(xt, b));
+                }
+            }
+            const double yv = y[(size_t)t * ldy + i];
+            if (mag > 0) err[0] = fmax(err[0], fabs(yv - exact) / mag);
+            if (ww * xx > 0) err[1] = fmax(err[1], fabs(yv - orig) / sqrt(ww * xx));
+            if (mag > 0) err[2] = fmax(err[2], fabs(yv - y1[(size_t)t * ldy + i]) / mag);
+            if (mag == 0 && yv != 0) err[0] = 1;
+        }
+    }
+    free(w), free(xq), free(x), free(wf), free(y), free(y1);
+}
+
+static void test_matmul(void) {
+    static const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    static const int shapes[][2] = {{1, 1}, {3, 2}, {7, 5}, {5, 9}, {2, 17}, {37, 3}};
+    rng_t r = {0x9E3779B97F4A7C15ull};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t blk = qtype_get(type)->block;
+        int64_t sizes[4];
+        if (blk == 256) sizes[0] = 256, sizes[1] = 768, sizes[2] = 2304, sizes[3] = 4096;
+        else if (blk == 32) sizes[0] = 32, sizes[1] = 96, sizes[2] = 544, sizes[3] = 2560;
+        else sizes[0] = 1, sizes[1] = 7, sizes[2] = 172, sizes[3] = 2100;
+        // tolerances: float rounding of the kernel; activation rounding vs the original x
+        const double tol_exact = 2e-6, tol_tile = 2e-6;
+        const double tol_orig = type == Q_F32 ? 1e-6 : type == Q_F16 ? 2e-3 : type == Q_BF16 ? 1e-2 : 2e-2;
+        double worst[3] = {0, 0, 0};
+        for (int si = 0; si < 4; si++)
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+                const mm_case c = {type, sizes[si], shapes[k][0], shapes[k][1]};
+                if (c.n >= 2000 && c.nr * c.nt > 40) continue;  // keep the run short
+                double e[3];
+                run_case(&r, &c, e);
+                for (int j = 0; j < 3; j++) worst[j] = fmax(worst[j], e[j]);
+                if (e[0] > tol_exact || e[1] > tol_orig || e[2] > tol_tile)
+                    fail("matmul %s n=%lld nr=%d nt=%d: exact %.2e (tol %.0e) orig %.2e (tol %.0e) tile %.2e",
+                         qtype_get(type)->name, (long long)c.n, c.nr, c.nt, e[0], tol_exact, e[1], tol_orig, e[2]);
+            }
+        printf("matmul %-5s worst errors: vs quantized x %.1e, vs float x %.1e, tile vs single %.1e\n",
+               qtype_get(type)->name, worst[0], worst[1], worst[2]);
+    }
+}
+
+// ------------------------------------------------------------------- bench
+
+static void bench(void) {
+    static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32};
+    const int64_t n = 2048;
+    const int rows = 8192, ntok = 64;
+    rng_t r = {42};
+    printf("q_matmul, one thread, %s; weights %d x %lld\n", q_simd_name(), rows, (long long)n);
+    printf("%-5s %12s %14s %16s\n", "type", "matvec GB/s", "matvec GMAC/s", "64-token GMAC/s");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n);
+        uint8_t *w = xmalloc(rb * rows), *xq = xmalloc(xs * ntok);
+        float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * rows * ntok);
+        for (int i = 0; i < rows; i++) random_row(&r, type, w + i * rb, n);
+        for (int t = 0; t < ntok; t++) {
+            for (int64_t i = 0; i < n; i++) x[i] = (float)gauss(&r);
+            q_quantize_act(type, x, xq + t * xs, n);
+        }
+        double best1 = 1e9, bestt = 1e9;
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = now_sec();
+            q_matmul(type, n, w, rb, rows, xq, xs, 1, y, rows);
+            best1 = fmin(best1, now_sec() - t0);
+        }
+        for (int rep = 0; rep < 2; rep++) {
+            double t0 = now_sec();
+            for (int r0 = 0; r0 < rows; r0 += 64)  // as cpu.c calls it: 64-row slices
+                q_matmul(type, n, w + (size_t)r0 * rb, rb, 64, xq, xs, ntok, y + r0, rows);
+            bestt = fmin(bestt, now_sec() - t0);
+        }
+        printf("%-5s %12.1f %14.1f %16.1f\n", qtype_get(type)->name, rb * rows / best1 / 1e9,
+               (double)n * rows / best1 / 1e9, (double)n * rows * ntok / bestt / 1e9);
+        free(w), free(xq), free(x), free(y);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        bench();
+        return 0;
+    }
+    const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
+    char dir[] = "/tmp/test_quant_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    printf("q_simd_name: %s\n", q_simd_name());
+    test_fp16_exhaustive();
+    test_bf16();
+    test_fp16_rounding(dir);
+    test_dequant(dir, shared);
+    test_act_q8_0_q8_1();
+    test_act_q8_K();
+    test_act_float();
+    test_matmul();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (g_fail) {
+        fprintf(stderr, "test_quant: %d failure(s)\n", g_fail);
+        return 1;
+    }
+    printf("test_quant: all passed\n");
+    return 0;
+}
