@@ -301,29 +301,46 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
 // Activation quantization (layouts in quant.h)
 // ---------------------------------------------------------------------------
 
-#define A8_UNIT 512        // elements per Q8_0/Q8_1 activation unit (16 blocks of 32)
-#define A8_BYTES 576       // Q8_0 unit: 512 q + 16 float d
-#define A81_BYTES 640      // Q8_1 unit: 512 q + 16 float d + 16 float s
-// Q8_K rows: q[n], then float bx[n/16] at byte n, then float d[n/256].
-static inline size_t ak_bx(int64_t n) { return (size_t)n; }
-static inline size_t ak_d(int64_t n) { return (size_t)(n + n / 4); }
+// The 32-element layouts share one "unit" shape: 16 lanes of 32 elements
+// (one block or K sub-block per lane), stored as q[512] then 16 floats d
+// (UNIT_D) then 16 words (UNIT_W: the Q8_0 correction or the Q8_1/K s).
+#define UNIT 512
+#define UNIT_BYTES 640
+#define UNIT_D 512
+#define UNIT_W 576
 
-// Byte of element p (0..4*nv) of lane L in a "lane-transposed" group: lane L
-// holds one scale group, and each 64-byte vector holds 4 consecutive
-// elements of every lane, so one dot-product instruction covers 16 groups.
+// Byte of element p of lane L in a lane-transposed group: lane L holds one
+// scale group, and each 64-byte vector holds 4 consecutive elements of every
+// lane, so one dot-product instruction covers 16 groups.
 static inline size_t lane_pos(int L, int p) { return (size_t)(64 * (p >> 2) + 4 * L + (p & 3)); }
 
 static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
+// Q6_K activation rows: q[n], then int32 c[n/16] at byte n, then float d[n/256].
+static inline size_t k16_c(int64_t n) { return (size_t)n; }
+static inline size_t k16_d(int64_t n) { return (size_t)(n + n / 4); }
+
+enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16 };
+
+static enum act_layout act_layout_of(uint32_t wtype) {
+    switch (wtype) {
+    case Q_F32: return ACT_F32;
+    case Q_F16: return ACT_F16;
+    case Q_BF16: return ACT_BF16;
+    case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: return ACT_Q8_0;
+    case Q_Q4_1: case Q_Q5_1: return ACT_Q8_1;
+    case Q_Q4_K: case Q_Q5_K: return ACT_K32;
+    case Q_Q6_K: return ACT_K16;
+    default: return ACT_NONE;
+    }
+}
+
 size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
-    const qtype_info *q = qtype_get(wtype);
-    if (!q || !q->compute) return 0;
-    switch (q->dot_type) {
-    case Q_F32: case Q_F16: return (size_t)round_up(4 * n, 64);
-    case Q_BF16: return (size_t)round_up(2 * n, 64);
-    case Q_Q8_0: return (size_t)((n + A8_UNIT - 1) / A8_UNIT) * A8_BYTES;
-    case Q_Q8_1: return (size_t)((n + A8_UNIT - 1) / A8_UNIT) * A81_BYTES;
-    case Q_Q8_K: return (size_t)round_up(n + n / 4 + n / 64, 64);
+    switch (act_layout_of(wtype)) {
+    case ACT_F32: case ACT_F16: return (size_t)round_up(4 * n, 64);
+    case ACT_BF16: return (size_t)round_up(2 * n, 64);
+    case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
+    case ACT_K16: return (size_t)round_up(n + n / 4 + n / 64, 64);
     default: return 0;
     }
 }
@@ -338,99 +355,114 @@ static float quant_block_q8(const float *x, int q[32]) {
     return d;
 }
 
-// Q8_0 rows: unsigned q + 128 so that the VNNI u8 x s8 product can take the
-// activation as its unsigned operand (the kernel subtracts 128 * Σw).
-static void act_q8_0(const float *x, uint8_t *dst, int64_t n) {
-    const int64_t nb = n / 32, nu = (n + A8_UNIT - 1) / A8_UNIT;
-    for (int64_t u = 0; u < nu; u++) {  // padding lanes: q = 0 (stored 128), d = 0
-        memset(dst + u * A8_BYTES, 128, A8_UNIT);
-        memset(dst + u * A8_BYTES + A8_UNIT, 0, 64);
+// Q8_K of one super-block as llama.cpp's quantize_row_q8_K_ref: scaled by
+// the signed element of largest magnitude (the first such), rounded half-even,
+// clamped to 127. Returns d (0 for an all-zero block, q all 0).
+static float quant_block_q8_K(const float *x, int q[256]) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 256; j++) {
+        const float ax = fabsf(x[j]);
+        if (ax > amax) { amax = ax; max = x[j]; }
     }
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *unit = dst + (b / 16) * A8_BYTES;
-        const int L = (int)(b % 16);
-        int q[32];
-        const float d = fp16_to_f32(f32_to_fp16(quant_block_q8(x + 32 * b, q)));
-        for (int j = 0; j < 32; j++) unit[lane_pos(L, j)] = (uint8_t)(q[j] + 128);
-        memcpy(unit + A8_UNIT + 4 * L, &d, 4);
+    if (amax == 0.0f) {
+        memset(q, 0, 256 * sizeof(int));
+        return 0.0f;
     }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 256; j++) {
+        const int v = (int)rintf(iscale * x[j]);
+        q[j] = v < 127 ? v : 127;
+    }
+    return 1.0f / iscale;
 }
 
-// Q8_1 rows: signed q, d and s = fp16(d * Σq) (d before its fp16 rounding).
-static void act_q8_1(const float *x, uint8_t *dst, int64_t n) {
-    const int64_t nb = n / 32, nu = (n + A8_UNIT - 1) / A8_UNIT;
-    memset(dst, 0, (size_t)(nu * A81_BYTES));
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *unit = dst + (b / 16) * A81_BYTES;
-        const int L = (int)(b % 16);
+// Writes lane L of a unit: q, d and the extra word w (float or int32 bits).
+static void unit_lane(uint8_t *unit, int L, const int q[32], float d, const void *w) {
+    for (int j = 0; j < 32; j++) unit[lane_pos(L, j)] = (uint8_t)(int8_t)q[j];
+    memcpy(unit + UNIT_D + 4 * L, &d, 4);
+    memcpy(unit + UNIT_W + 4 * L, w, 4);
+}
+
+// Q8_0 / Q8_1 rows (blocks of 32, 16 per unit). The Q8_0 word is
+// c = -128 * Σq: the kernels feed weights to VPDPBUSD as w + 128 (unsigned)
+// and c removes the 128 * Σx this adds. The Q8_1 word is s = fp16(d * Σq),
+// with d before its own fp16 rounding, as llama.cpp.
+static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
+    memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
+    for (int64_t b = 0; b < n / 32; b++) {
         int q[32], sum = 0;
         const float d = quant_block_q8(x + 32 * b, q);
-        for (int j = 0; j < 32; j++) {
-            unit[lane_pos(L, j)] = (uint8_t)(int8_t)q[j];
-            sum += q[j];
-        }
-        const float dh = fp16_to_f32(f32_to_fp16(d)), s = fp16_to_f32(f32_to_fp16(d * (float)sum));
-        memcpy(unit + A8_UNIT + 4 * L, &dh, 4);
-        memcpy(unit + A8_UNIT + 64 + 4 * L, &s, 4);
+        for (int j = 0; j < 32; j++) sum += q[j];
+        const float s = fp16_to_f32(f32_to_fp16(d * (float)sum));
+        const int32_t c = -128 * sum;
+        unit_lane(dst + (b / 16) * UNIT_BYTES, (int)(b % 16), q, fp16_to_f32(f32_to_fp16(d)), q81 ? (const void *)&s : (const void *)&c);
     }
 }
 
-// Q8_K as llama.cpp's quantize_row_q8_K_ref: scaled by the signed element of
-// largest magnitude (the first such), rounded half-even, clamped to 127.
-// llama.cpp's bsums (Σq per 16) are stored multiplied by d, as floats, which
-// is how the kernels consume them.
-static void act_q8_K(const float *x, uint8_t *dst, int64_t n) {
-    memset(dst, 0, q_act_row_bytes(Q_Q4_K, n));
-    for (int64_t k = 0; k < n / 256; k++, x += 256) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 256; j++) {
-            const float ax = fabsf(x[j]);
-            if (ax > amax) { amax = ax; max = x[j]; }
+// Q8_K rows for Q4_K/Q5_K: lane = 32-element sub-block (two super-blocks per
+// unit), d = the super-block's d, s = d * Σq of the sub-block (llama.cpp's
+// bsums pairs, times d).
+static void act_k32(const float *x, uint8_t *dst, int64_t n) {
+    memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
+    for (int64_t k = 0; k < n / 256; k++) {
+        int q[256];
+        const float d = quant_block_q8_K(x + 256 * k, q);
+        for (int s = 0; s < 8; s++) {
+            const int64_t B = 8 * k + s;  // sub-block index in the row
+            int sum = 0;
+            for (int j = 0; j < 32; j++) sum += q[32 * s + j];
+            const float sx = d * (float)sum;
+            unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d, &sx);
         }
-        if (amax == 0.0f) continue;  // q, bx and d stay 0
-        const float iscale = -127.0f / max, d = 1.0f / iscale;
-        int bsum[16] = {0};
-        for (int j = 0; j < 256; j++) {
-            int v = (int)rintf(iscale * x[j]);
-            v = v < 127 ? v : 127;
-            dst[256 * k + lane_pos(j / 16, j % 16)] = (uint8_t)(int8_t)v;
-            bsum[j / 16] += v;
-        }
+    }
+}
+
+// Q8_K rows for Q6_K: per super-block 256 q (lane = group of 16), c = -32 *
+// Σq per group (Q6_K weights enter VPDPBUSD as q + 32, unsigned), and d.
+static void act_k16(const float *x, uint8_t *dst, int64_t n) {
+    memset(dst, 0, q_act_row_bytes(Q_Q6_K, n));
+    for (int64_t k = 0; k < n / 256; k++) {
+        int q[256];
+        const float d = quant_block_q8_K(x + 256 * k, q);
         for (int g = 0; g < 16; g++) {
-            const float bx = d * (float)bsum[g];
-            memcpy(dst + ak_bx(n) + 4 * (16 * k + g), &bx, 4);
+            int32_t c = 0;
+            for (int p = 0; p < 16; p++) {
+                dst[256 * k + lane_pos(g, p)] = (uint8_t)(int8_t)q[16 * g + p];
+                c -= 32 * q[16 * g + p];
+            }
+            memcpy(dst + k16_c(n) + 4 * (16 * k + g), &c, 4);
         }
-        memcpy(dst + ak_d(n) + 4 * k, &d, 4);
+        memcpy(dst + k16_d(n) + 4 * k, &d, 4);
     }
 }
 
 void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
-    const qtype_info *q = qtype_get(wtype);
-    if (!q || !q->compute) return;
     uint8_t *o = dst;
     const size_t bytes = q_act_row_bytes(wtype, n);
-    switch (q->dot_type) {
-    case Q_F32:
+    switch (act_layout_of(wtype)) {
+    case ACT_F32:
         memcpy(o, x, (size_t)n * 4);
         memset(o + 4 * n, 0, bytes - (size_t)(4 * n));
         break;
-    case Q_F16:
+    case ACT_F16:
         for (int64_t i = 0; i < n; i++) {
             const float v = fp16_to_f32(f32_to_fp16(x[i]));
             memcpy(o + 4 * i, &v, 4);
         }
         memset(o + 4 * n, 0, bytes - (size_t)(4 * n));
         break;
-    case Q_BF16:
+    case ACT_BF16:
         for (int64_t i = 0; i < n; i++) {
             const uint16_t v = f32_to_bf16(x[i]);
             memcpy(o + 2 * i, &v, 2);
         }
         memset(o + 2 * n, 0, bytes - (size_t)(2 * n));
         break;
-    case Q_Q8_0: act_q8_0(x, o, n); break;
-    case Q_Q8_1: act_q8_1(x, o, n); break;
-    case Q_Q8_K: act_q8_K(x, o, n); break;
+    case ACT_Q8_0: act_q8_01(0, x, o, n); break;
+    case ACT_Q8_1: act_q8_01(1, x, o, n); break;
+    case ACT_K32: act_k32(x, o, n); break;
+    case ACT_K16: act_k16(x, o, n); break;
+    default: break;
     }
 }
 
@@ -458,82 +490,71 @@ static float dot_bf16(const uint8_t *w, const uint8_t *x, int64_t n) {
     return s;
 }
 
-// Q4_0 / Q5_0 / Q8_0 against Q8_0 activations: per block d_w * d_x * Σ w*x,
-// with w = q - 8 (Q4_0), q - 16 (Q5_0) or q (Q8_0).
-static float dot_q8_0_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+// Σ q[j] * x[j] over lane L of a unit (q: 32 weight values).
+static int lane_dot(const int q[32], const uint8_t *unit, int L) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += q[j] * (int8_t)unit[lane_pos(L, j)];
+    return s;
+}
+
+// 32-element types. Q4_0/Q5_0/Q8_0: per block d_w * d_x * Σ w*x with
+// w = q - 8, q - 16 or q. Q4_1/Q5_1: d_w * d_x * Σ q*x + m_w * s_x.
+static float dot_block32(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
     const size_t bs = QTYPES[type].block_bytes;
+    const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
     const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
     float s = 0.0f;
     for (int64_t b = 0; b < n / 32; b++, w += bs) {
-        const uint8_t *unit = x + (b / 16) * A8_BYTES;
+        const uint8_t *unit = x + (b / 16) * UNIT_BYTES;
         const int L = (int)(b % 16);
-        int q[32], isum = 0;
+        int q[32];
         block32_values(type, w, q);
-        for (int j = 0; j < 32; j++) isum += (q[j] - off) * (unit[lane_pos(L, j)] - 128);
-        s += (float)isum * (fp16_to_f32(load_u32(w) & 0xffff) * load_f32(unit + A8_UNIT + 4 * L));
+        for (int j = 0; j < 32; j++) q[j] -= off;
+        const float dd = fp16_to_f32(load_u32(w) & 0xffff) * load_f32(unit + UNIT_D + 4 * L);
+        s += (float)lane_dot(q, unit, L) * dd;
+        if (q81) s += fp16_to_f32(load_u32(w) >> 16) * load_f32(unit + UNIT_W + 4 * L);
     }
     return s;
 }
 
-// Q4_1 / Q5_1 against Q8_1: per block d_w * d_x * Σ q*x + m_w * s_x.
-static float dot_q8_1_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
-    const size_t bs = QTYPES[type].block_bytes;
-    float s = 0.0f;
-    for (int64_t b = 0; b < n / 32; b++, w += bs) {
-        const uint8_t *unit = x + (b / 16) * A81_BYTES;
-        const int L = (int)(b % 16);
-        int q[32], isum = 0;
-        block32_values(type, w, q);
-        for (int j = 0; j < 32; j++) isum += q[j] * (int8_t)unit[lane_pos(L, j)];
-        const float dw = fp16_to_f32(load_u32(w) & 0xffff), mw = fp16_to_f32(load_u32(w) >> 16);
-        s += (float)isum * (dw * load_f32(unit + A8_UNIT + 4 * L)) + mw * load_f32(unit + A8_UNIT + 64 + 4 * L);
-    }
-    return s;
-}
-
-// Σq*x over each group of 16 elements of one super-block (x: its 256 q).
-static void k_group_sums(uint32_t type, const void *blk, const uint8_t *x, int isum[16]) {
-    for (int g = 0; g < 16; g++) {
-        int s = 0;
-        for (int p = 0; p < 16; p++) {
-            const int e = 16 * g + p;
-            const int q = type == Q_Q4_K ? q4k_value(blk, e) : type == Q_Q5_K ? q5k_value(blk, e) : q6k_value(blk, e);
-            s += q * (int8_t)x[lane_pos(g, p)];
-        }
-        isum[g] = s;
-    }
-}
-
-// Q4_K / Q5_K / Q6_K against Q8_K, as llama.cpp: integer sums per group
-// times its scale, scaled by d_w * d_x, minus the mins through the group sums
-// of x (bx = d_x * Σq): dmin_w * mn * bx (Q6_K, whose q is stored + 32:
-// 32 * d_w * sc * bx).
-static float dot_k_family(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+// Q4_K / Q5_K: per 32-element sub-block d * sc * d_x * Σ q*x, minus the min
+// through the sub-block's s = d_x * Σx: dmin * mn * s (llama.cpp's bsums).
+static float dot_k32(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
     const size_t bs = QTYPES[type].block_bytes;
     float s = 0.0f;
     for (int64_t k = 0; k < n / 256; k++, w += bs) {
-        int isum[16], sumi = 0;
-        float mins = 0.0f;
-        const float dx = load_f32(x + ak_d(n) + 4 * k);
-        const uint8_t *bx = x + ak_bx(n) + 64 * k;
-        k_group_sums(type, w, x + 256 * k, isum);
-        if (type == Q_Q6_K) {
-            const block_q6_K *b = (const block_q6_K *)w;
-            for (int g = 0; g < 16; g++) {
-                sumi += b->scales[g] * isum[g];
-                mins += (float)(32 * b->scales[g]) * load_f32(bx + 4 * g);
-            }
-            s += (fp16_to_f32(b->d) * dx) * (float)sumi - fp16_to_f32(b->d) * mins;
-            continue;
-        }
-        uint8_t sc[8], mn[8];
         const block_q4_K *b = (const block_q4_K *)w;  // Q5_K starts with the same fields
+        uint8_t sc[8], mn[8];
         k4_scales(b->scales, sc, mn);
-        for (int g = 0; g < 16; g++) {
-            sumi += sc[g / 2] * isum[g];
-            mins += (float)mn[g / 2] * load_f32(bx + 4 * g);
+        const float d = fp16_to_f32(b->d), dmin = fp16_to_f32(b->dmin);
+        for (int sb = 0; sb < 8; sb++) {
+            const int64_t B = 8 * k + sb;
+            const uint8_t *unit = x + (B / 16) * UNIT_BYTES;
+            const int L = (int)(B % 16);
+            int q[32];
+            for (int j = 0; j < 32; j++)
+                q[j] = type == Q_Q4_K ? q4k_value(b, 32 * sb + j) : q5k_value((const block_q5_K *)w, 32 * sb + j);
+            s += (float)lane_dot(q, unit, L) * ((d * sc[sb]) * load_f32(unit + UNIT_D + 4 * L));
+            s -= (dmin * mn[sb]) * load_f32(unit + UNIT_W + 4 * L);
         }
-        s += (fp16_to_f32(b->d) * dx) * (float)sumi - fp16_to_f32(b->dmin) * mins;
+    }
+    return s;
+}
+
+// Q6_K: per group of 16, d * sc * d_x * (Σ q*x - 32 Σx) with q unsigned (0..63);
+// c = -32 Σx is stored with the activations.
+static float dot_q6_K(const uint8_t *w, const uint8_t *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q6_K)) {
+        const block_q6_K *b = (const block_q6_K *)w;
+        const uint8_t *q = x + 256 * k;
+        const float dx = load_f32(x + k16_d(n) + 4 * k), d = fp16_to_f32(b->d);
+        for (int g = 0; g < 16; g++) {
+            int32_t i;
+            memcpy(&i, x + k16_c(n) + 4 * (16 * k + g), 4);
+            for (int p = 0; p < 16; p++) i += q6k_value(b, 16 * g + p) * (int8_t)q[lane_pos(g, p)];
+            s += (float)i * ((d * b->scales[g]) * dx);
+        }
     }
     return s;
 }
@@ -544,22 +565,23 @@ static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64
     case Q_F32: return dot_f32(w, x, n);
     case Q_F16: return dot_f16(w, x, n);
     case Q_BF16: return dot_bf16(w, x, n);
-    case Q_Q4_0: case Q_Q5_0: case Q_Q8_0: return dot_q8_0_family(type, w, x, n);
-    case Q_Q4_1: case Q_Q5_1: return dot_q8_1_family(type, w, x, n);
-    default: return dot_k_family(type, w, x, n);
+    case Q_Q4_K: case Q_Q5_K: return dot_k32(type, w, x, n);
+    case Q_Q6_K: return dot_q6_K(w, x, n);
+    default: return dot_block32(type, w, x, n);
     }
 }
 
 // ---------------------------------------------------------------------------
 // AVX-512 VNNI kernels
 //
-// Every quantized kernel works on "units" of 16 scale groups (a Q8_K super-
-// block, or 16 blocks of 32 for the 32-element types). A unit's weights are
-// unpacked once into registers in the same lane-transposed order as the
-// activation rows (quant.h): vector v, lane g = elements 4v..4v+3 of scale
-// group g. A run of VPDPBUSD then leaves group g's integer dot product in lane
-// g, so one integer multiply by the per-lane scales and one float FMA finish a
-// unit for one token. The unpacked unit is reused for up to TILE_T tokens.
+// Each quantized kernel works on "units" of 16 scale groups (16 blocks of 32,
+// 16 K sub-blocks of 32, or the 16 groups of a Q6_K super-block). A unit's
+// weights are unpacked once into registers in the same lane-transposed order
+// as the activation rows: vector v, lane L = weights 4v..4v+3 of group L.
+// Weights are VPDPBUSD's unsigned operand and activations its signed one (so
+// they load straight from memory); a run of VPDPBUSD leaves group L's integer
+// dot product in lane L, and one float multiply-add per token applies every
+// group's scales at once. An unpacked unit serves up to TILE_T tokens.
 // ---------------------------------------------------------------------------
 #if defined(Q_AVX512)
 
@@ -595,136 +617,10 @@ typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, con
 
 static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
-// --- K-quants (unit = one 256-element super-block, 16 groups of 16) --------
+static inline __m512i iota16(void) { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
 
-typedef struct {
-    __m512i q[4];  // q[v] lane g: the 4 weights 16g+4v..16g+4v+3, unsigned (Q6_K: 0..63)
-    __m512 a;      // lane g: d * scale of group g
-    __m512 b;      // lane g: factor of the group's bx = d_x*Σx: -dmin * min (Q4_K/Q5_K), -32 * d * scale (Q6_K)
-} kq_regs;
-
-// Q4_K/Q5_K scales and mins as per-lane floats (lane g: sub-block g/2).
-ALWAYS_INLINE void k4_scale_regs(const block_q4_K *b, kq_regs *r) {
-    uint32_t sm[4];  // bytes: 8 scales then 8 mins
-    k4_scale_words(b->scales, sm);
-    const __m128i v = _mm_setr_epi32((int)sm[0], (int)sm[1], (int)sm[2], (int)sm[3]);
-    const __m128i dup_sc = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m128i dup_mn = _mm_add_epi8(dup_sc, _mm_set1_epi8(8));
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, dup_sc)));
-    const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(v, dup_mn)));
-    r->a = _mm512_mul_ps(sc, _mm512_set1_ps(fp16_to_f32(b->d)));
-    r->b = _mm512_mul_ps(mn, _mm512_set1_ps(-fp16_to_f32(b->dmin)));
-}
-
-// The low 4 bits of Q4_K/Q5_K: lane g reads qs dword 8(g/4) + 4(g%2) + v
-// (chunk g/4, first or second 16 bytes of it) and the nibble of sub-block g/2.
-ALWAYS_INLINE __m512i k4_nibbles(__m512i z0, __m512i z1, int v) {
-    const __m512i idx = _mm512_add_epi32(
-        _mm512_setr_epi32(0, 4, 0, 4, 8, 12, 8, 12, 16, 20, 16, 20, 24, 28, 24, 28), _mm512_set1_epi32(v));
-    const __m512i sh = _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4);
-    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutex2var_epi32(z0, idx, z1), sh),
-                            _mm512_set1_epi8(15));
-}
-
-ALWAYS_INLINE void q4k_unpack(const block_q4_K *b, kq_regs *r) {
-    const __m512i z0 = load512(b->qs), z1 = load512(b->qs + 64);
-    for (int v = 0; v < 4; v++) r->q[v] = k4_nibbles(z0, z1, v);
-    k4_scale_regs(b, r);
-}
-
-// Q5_K: lane g's 5th bits are bit g/2 of qh bytes 16(g%2) + 4v..+3; a rotate
-// by 4 - g/2 moves that bit to bit 4 of each byte.
-ALWAYS_INLINE void q5k_unpack(const block_q5_K *b, kq_regs *r) {
-    const __m512i z0 = load512(b->qs), z1 = load512(b->qs + 64);
-    const __m512i qh = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)b->qh));
-    const __m512i hidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    const __m512i rot = _mm512_setr_epi32(4, 4, 3, 3, 2, 2, 1, 1, 0, 0, 31, 31, 30, 30, 29, 29);
-    for (int v = 0; v < 4; v++) {
-        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(hidx, _mm512_set1_epi32(v)), qh);
-        const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x10));
-        r->q[v] = _mm512_or_si512(k4_nibbles(z0, z1, v), hb);
-    }
-    k4_scale_regs((const block_q4_K *)b, r);  // d, dmin, scales[12] lead both layouts
-}
-
-// Q6_K: lane g = group g of half g/8, quarter k = (g%8)/2: its low 4 bits
-// are nibble k/2 of ql dword 16(g/8) + 8(k%2) + 4(g%2) + v, its top 2 bits
-// are bits 2k, 2k+1 of qh dword 8(g/8) + 4(g%2) + v (rotated to bits 4, 5).
-ALWAYS_INLINE void q6k_unpack(const block_q6_K *b, kq_regs *r) {
-    const __m512i l0 = load512(b->ql), l1 = load512(b->ql + 64), qh = load512(b->qh);
-    const __m512i lidx = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 16, 20, 24, 28, 16, 20, 24, 28);
-    const __m512i lsh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
-    const __m512i hidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
-    const __m512i rot = _mm512_setr_epi32(4, 4, 2, 2, 0, 0, 30, 30, 4, 4, 2, 2, 0, 0, 30, 30);
-    for (int v = 0; v < 4; v++) {
-        const __m512i vv = _mm512_set1_epi32(v);
-        const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, _mm512_add_epi32(lidx, vv), l1), lsh);
-        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(hidx, vv), qh);
-        const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x30));
-        r->q[v] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(15), 0xEC);  // (lo & 15) | hb
-    }
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales)));
-    const float d = fp16_to_f32(b->d);
-    r->a = _mm512_mul_ps(sc, _mm512_set1_ps(d));
-    r->b = _mm512_mul_ps(sc, _mm512_set1_ps(-32.0f * d));
-}
-
-// One super-block of one token (q: its 256 activation bytes, bx: its 16 group
-// sums times d_x): acc += d_x * Σ_g a_g * (Σ q*x over group g) + Σ_g b_g * bx_g.
-ALWAYS_INLINE void k_token(const kq_regs *r, const uint8_t *q, const float *bx, float dx, __m512 *acc) {
-    __m512i i = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
-    i = _mm512_dpbusd_epi32(i, r->q[1], load512(q + 64));
-    i = _mm512_dpbusd_epi32(i, r->q[2], load512(q + 128));
-    i = _mm512_dpbusd_epi32(i, r->q[3], load512(q + 192));
-    *acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(i), r->a), _mm512_set1_ps(dx), *acc);
-    *acc = _mm512_fmadd_ps(_mm512_loadu_ps(bx), r->b, *acc);
-}
-
-ALWAYS_INLINE void k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
-                            const uint8_t *x, size_t xs, float *out, const int NT) {
-    __m512 acc[TILE_T];
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    const size_t bs = QTYPES[type].block_bytes;
-    for (int64_t u = u0; u < u1; u++) {
-        kq_regs r;
-        const void *blk = w + (size_t)u * bs;
-        if (type == Q_Q4_K) q4k_unpack(blk, &r);
-        else if (type == Q_Q5_K) q5k_unpack(blk, &r);
-        else q6k_unpack(blk, &r);
-        const uint8_t *q = x + 256 * u, *bx = x + ak_bx(n) + 64 * u, *dx = x + ak_d(n) + 4 * u;
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; t++)
-            k_token(&r, q + t * xs, (const float *)(bx + t * xs), load_f32(dx + t * xs), &acc[t]);
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
-}
-
-static void tile_q4_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    TILE_SWITCH(k_tile_n, Q_Q4_K, w, n, u0, u1, x, xs, out)
-}
-static void tile_q5_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    TILE_SWITCH(k_tile_n, Q_Q5_K, w, n, u0, u1, x, xs, out)
-}
-static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    TILE_SWITCH(k_tile_n, Q_Q6_K, w, n, u0, u1, x, xs, out)
-}
-
-// --- 32-element types (unit = 16 blocks = 512 elements) --------------------
-
-typedef struct {
-    __m512i q[8];  // q[v] lane b: weights 4v..4v+3 of block b (signed for Q8_0/Q4_0/Q5_0, else unsigned)
-    __m512i corr;  // Q8_0 family: -128 * Σw of block b (the activation is stored as x + 128)
-    __m512 d;      // lane b: d of block b
-    __m512 m;      // lane b: m of block b (Q4_1/Q5_1)
-} a8_regs;
-
-// One stage of the unit transposition: exchanges bit `stage` of the vector
-// index (a holds 0, b holds 1) with bit `stage` of the lane index.
+// One stage of an 8-vector transposition: exchanges bit `stage` of the
+// vector index (a holds 0, b holds 1) with bit `stage` of the lane index.
 ALWAYS_INLINE void swap_stage(__m512i *a, __m512i *b, int stage) {
     static const int32_t idx[3][2][16] = {
         {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
@@ -740,20 +636,35 @@ ALWAYS_INLINE void swap_stage(__m512i *a, __m512i *b, int stage) {
     *b = hi;
 }
 
-// Q8_0: z[k] = [block k | block 8+k] (8 dwords each); three stages move the
-// dword index into the vector index and the block into the lane (lane 8j+k).
-ALWAYS_INLINE void q8_0_qs(const block_q8_0 *b, __m512i q[8]) {
-    for (int k = 0; k < 8; k++)
-        q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[k].qs)),
-                                  _mm256_loadu_si256((const __m256i *)b[k + 8].qs), 1);
+// Transposes 8 vectors whose lane bits 0-2 index v and whose vector index
+// names the group: afterwards q[v] lane (8*bit3 + old vector index) holds
+// old lane (8*bit3 + v).
+ALWAYS_INLINE void transpose8(__m512i q[8]) {
     for (int s = 0; s < 3; s++)
         for (int k = 0; k < 8; k++)
             if (!(k & (1 << s))) swap_stage(&q[k], &q[k | 1 << s], s);
 }
 
-// 4-bit types: z[k] = blocks k, 4+k, 8+k, 12+k (4 qs dwords each); two stages
-// give z[v] lane b = qs dword v of block b. Low nibbles are weights 4v..4v+3,
-// high nibbles weights 16+4v..16+4v+3.
+// --- units of 16 lanes × 32 weights: the 32-element types and Q4_K/Q5_K ----
+
+typedef struct {
+    __m512i q[8];  // q[v] lane L: weights 4v..4v+3 of lane L's group, unsigned
+    __m512 d;      // lane L: scale of the integer dot (d, or d * sc for K)
+    __m512 m;      // lane L: factor of x's s (m, or -dmin * mn for K)
+} unit_regs;
+
+// Q8_0: z[k] = [block k | block 8+k] (8 dwords each); the transposition puts
+// the block in the lane (lane 8j+k = block 8j+k) and the dword in the vector.
+ALWAYS_INLINE void q8_0_qs(const block_q8_0 *b, __m512i q[8]) {
+    for (int k = 0; k < 8; k++)
+        q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[k].qs)),
+                                  _mm256_loadu_si256((const __m256i *)b[k + 8].qs), 1);
+    transpose8(q);
+}
+
+// 4-bit types: z[k] = blocks k, 4+k, 8+k, 12+k (4 qs dwords each); two
+// stages give z[v] lane b = qs dword v of block b. Low nibbles are weights
+// 4v..4v+3, high nibbles weights 16+4v..16+4v+3.
 ALWAYS_INLINE void nibble_qs(const uint8_t *blocks, size_t bs, size_t qs_off, __m512i q[8]) {
     __m512i z[4];
     for (int k = 0; k < 4; k++) {
@@ -774,101 +685,220 @@ ALWAYS_INLINE void nibble_qs(const uint8_t *blocks, size_t bs, size_t qs_off, __
     }
 }
 
-// ORs the 5th bits into q: lane b's weights 4v..4v+3 take bits 4v..4v+3 of
-// its qh, spread to bit 4 of each byte through a 16-entry table.
-ALWAYS_INLINE void add_high_bits(const uint8_t *blocks, size_t bs, size_t qh_off, __m512i q[8]) {
-    const __m512i qh = _mm512_i32gather_epi32(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)bs)),
-                                              blocks + qh_off, 1);
-    const __m512i spread = _mm512_setr_epi32(
+// Spreads bits 4v..4v+3 of each lane of `bits` to bit 4 of its 4 bytes.
+ALWAYS_INLINE __m512i spread_bits(__m512i bits, int v) {
+    const __m512i table = _mm512_setr_epi32(
         0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010, 0x00101000, 0x00101010,
         0x10000000, 0x10000010, 0x10001000, 0x10001010, 0x10100000, 0x10100010, 0x10101000, 0x10101010);
-    for (int v = 0; v < 8; v++)  // permutexvar only reads the low 4 bits of each index
-        q[v] = _mm512_or_si512(q[v], _mm512_permutexvar_epi32(_mm512_srlv_epi32(qh, _mm512_set1_epi32(4 * v)), spread));
+    // permutexvar reads only the low 4 bits of each index
+    return _mm512_permutexvar_epi32(_mm512_srlv_epi32(bits, _mm512_set1_epi32(4 * v)), table);
+}
+
+// Q5_0/Q5_1: lane b's qh (bit e = weight e's 5th bit) from a gather.
+ALWAYS_INLINE void add_high_bits(const uint8_t *blocks, size_t bs, size_t qh_off, __m512i q[8]) {
+    const __m512i qh = _mm512_i32gather_epi32(_mm512_mullo_epi32(iota16(), _mm512_set1_epi32((int)bs)),
+                                              blocks + qh_off, 1);
+    for (int v = 0; v < 8; v++) q[v] = _mm512_or_si512(q[v], spread_bits(qh, v));
 }
 
 // d (and m) of 16 blocks: the dword at each block's start holds d | m << 16.
-ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, a8_regs *r) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)bs));
-    const __m512i dm = _mm512_i32gather_epi32(idx, blocks, 1);
+ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, unit_regs *r) {
+    const __m512i dm = _mm512_i32gather_epi32(_mm512_mullo_epi32(iota16(), _mm512_set1_epi32((int)bs)), blocks, 1);
     r->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
     r->m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
 }
 
-// Unpacks 16 blocks (a full unit) of `type` into r.
-ALWAYS_INLINE void a8_unpack(uint32_t type, const uint8_t *blocks, a8_regs *r) {
+// Q4_K/Q5_K, two super-blocks per unit, lane L = 8k + s (super-block k,
+// sub-block s = 2c + h: nibble h of qs chunk c). u[c] lane 8k + j = qs dword j
+// of chunk c of super-block k; two transposition stages make u[m] lane
+// 8k + 4*j2 + c = dword j = 4*j2 + m of chunk c, and one permute per output
+// picks the low or high nibble of lane 8k + 4*(v/4) + c into lane 8k + 2c + h
+// of q[v] (weights 4v..4v+3).
+ALWAYS_INLINE void k32_nibbles(const uint8_t *qs0, const uint8_t *qs1, __m512i q[8]) {
+    __m512i u[4];
+    for (int c = 0; c < 4; c++)
+        u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qs0 + 32 * c))),
+                                  _mm256_loadu_si256((const __m256i *)(qs1 + 32 * c)), 1);
+    swap_stage(&u[0], &u[1], 0);
+    swap_stage(&u[2], &u[3], 0);
+    swap_stage(&u[0], &u[2], 1);
+    swap_stage(&u[1], &u[3], 1);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i pick0 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 8, 24, 9, 25, 10, 26, 11, 27);
+    const __m512i pick1 = _mm512_add_epi32(pick0, _mm512_set1_epi32(4));
+    for (int m = 0; m < 4; m++) {
+        const __m512i lo = _mm512_and_si512(u[m], m4), hi = _mm512_and_si512(_mm512_srli_epi16(u[m], 4), m4);
+        q[m] = _mm512_permutex2var_epi32(lo, pick0, hi);
+        q[m + 4] = _mm512_permutex2var_epi32(lo, pick1, hi);
+    }
+}
+
+// Q5_K 5th bits: lane 8k + s takes bit s of qh bytes 4v..4v+3 of super-block
+// k; a rotate by 4 - s moves it to bit 4 of each byte.
+ALWAYS_INLINE void k32_high_bits(const uint8_t *qh0, const uint8_t *qh1, __m512i q[8]) {
+    const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qh0)),
+                                          _mm256_loadu_si256((const __m256i *)qh1), 1);
+    const __m512i rot = _mm512_setr_epi32(4, 3, 2, 1, 0, 31, 30, 29, 4, 3, 2, 1, 0, 31, 30, 29);
+    const __m512i base = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
+    for (int v = 0; v < 8; v++) {
+        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(v)), qh);
+        q[v] = _mm512_or_si512(q[v], _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x10)));
+    }
+}
+
+// Lane 8k + s: d_k * sc_s and -dmin_k * mn_s of super-block k.
+ALWAYS_INLINE void k32_scales(const block_q4_K *b0, const block_q4_K *b1, unit_regs *r) {
+    uint32_t w0[4], w1[4];  // bytes: 8 scales then 8 mins
+    k4_scale_words(b0->scales, w0);
+    k4_scale_words(b1->scales, w1);
+    const __m128i sc = _mm_setr_epi32((int)w0[0], (int)w0[1], (int)w1[0], (int)w1[1]);
+    const __m128i mn = _mm_setr_epi32((int)w0[2], (int)w0[3], (int)w1[2], (int)w1[3]);
+    const __mmask16 hi = 0xff00;
+    const __m512 d = _mm512_mask_blend_ps(hi, _mm512_set1_ps(fp16_to_f32(b0->d)), _mm512_set1_ps(fp16_to_f32(b1->d)));
+    const __m512 dmin = _mm512_mask_blend_ps(hi, _mm512_set1_ps(-fp16_to_f32(b0->dmin)), _mm512_set1_ps(-fp16_to_f32(b1->dmin)));
+    r->d = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d);
+    r->m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)), dmin);
+}
+
+// Unpacks one full unit (16 blocks, or 2 super-blocks) of `type` into r.
+ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *r) {
     const size_t bs = QTYPES[type].block_bytes;
+    if (type == Q_Q4_K || type == Q_Q5_K) {
+        const block_q4_K *b0 = (const block_q4_K *)blocks, *b1 = (const block_q4_K *)(blocks + bs);
+        if (type == Q_Q4_K) {
+            k32_nibbles(b0->qs, b1->qs, r->q);
+        } else {
+            const block_q5_K *c0 = (const block_q5_K *)blocks, *c1 = (const block_q5_K *)(blocks + bs);
+            k32_nibbles(c0->qs, c1->qs, r->q);
+            k32_high_bits(c0->qh, c1->qh, r->q);
+        }
+        k32_scales(b0, b1, r);
+        return;
+    }
     if (type == Q_Q8_0) q8_0_qs((const block_q8_0 *)blocks, r->q);
     else nibble_qs(blocks, bs, type == Q_Q4_0 ? 2 : type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : 8, r->q);
     if (type == Q_Q5_0 || type == Q_Q5_1) add_high_bits(blocks, bs, type == Q_Q5_0 ? 2 : 4, r->q);
     block_scales(blocks, bs, r);
-    if (type == Q_Q4_1 || type == Q_Q5_1) return;
-    // signed weights for the Q8_0 family, and the correction for the +128 in x
-    const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
-    __m512i c = _mm512_setzero_si512();
-    for (int v = 0; v < 8; v++) {
-        if (off) r->q[v] = _mm512_sub_epi8(r->q[v], _mm512_set1_epi8((char)off));
-        c = _mm512_dpbusd_epi32(c, _mm512_set1_epi8((char)0x80), r->q[v]);
-    }
-    r->corr = _mm512_sub_epi32(_mm512_setzero_si512(), c);
+    // signed weights w enter as w + 128: Q8_0 flips the sign bit, Q4_0 adds
+    // 128 - 8, Q5_0 adds 128 - 16; the activation's c removes 128 * Σx
+    const int add = type == Q_Q8_0 ? 128 : type == Q_Q4_0 ? 120 : type == Q_Q5_0 ? 112 : 0;
+    for (int v = 0; add && v < 8; v++) r->q[v] = _mm512_add_epi8(r->q[v], _mm512_set1_epi8((char)add));
 }
 
-// One unit of one token. Q8_0 family: x stored unsigned (x + 128), so the
-// VNNI product is Σ(x+128)w and corr removes 128Σw. Q8_1 family: weights are
-// the unsigned operand, and m * s adds the block minimum.
-ALWAYS_INLINE void a8_token(uint32_t type, const a8_regs *r, const uint8_t *a, __m512 *acc) {
-    const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
-    __m512i i0 = q81 ? _mm512_setzero_si512() : r->corr, i1 = _mm512_setzero_si512();
+// One unit of one token: acc += d_w * d_x * Σ q*x per lane (+ c for the
+// +128 offset), and for Q8_1-style units acc += m * s.
+ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *a, __m512 *acc) {
+    const int has_c = type == Q_Q8_0 || type == Q_Q4_0 || type == Q_Q5_0;
+    __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
     for (int v = 0; v < 8; v += 2) {
-        if (q81) {
-            i0 = _mm512_dpbusd_epi32(i0, r->q[v], load512(a + 64 * v));
-            i1 = _mm512_dpbusd_epi32(i1, r->q[v + 1], load512(a + 64 * v + 64));
-        } else {
-            i0 = _mm512_dpbusd_epi32(i0, load512(a + 64 * v), r->q[v]);
-            i1 = _mm512_dpbusd_epi32(i1, load512(a + 64 * v + 64), r->q[v + 1]);
-        }
+        i0 = _mm512_dpbusd_epi32(i0, r->q[v], load512(a + 64 * v));
+        i1 = _mm512_dpbusd_epi32(i1, r->q[v + 1], load512(a + 64 * v + 64));
     }
-    const __m512 dd = _mm512_mul_ps(r->d, _mm512_loadu_ps(a + A8_UNIT));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), dd, *acc);
-    if (q81) *acc = _mm512_fmadd_ps(r->m, _mm512_loadu_ps(a + A8_UNIT + 64), *acc);
+    i0 = _mm512_add_epi32(i0, i1);
+    if (has_c) i0 = _mm512_add_epi32(i0, load512(a + UNIT_W));  // (added last: see q6k_token)
+    const __m512 dd = _mm512_mul_ps(r->d, _mm512_loadu_ps(a + UNIT_D));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, *acc);
+    if (!has_c) *acc = _mm512_fmadd_ps(r->m, _mm512_loadu_ps(a + UNIT_W), *acc);
 }
 
-ALWAYS_INLINE void a8_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
-                             const uint8_t *x, size_t xs, float *out, const int NT) {
+ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                               const uint8_t *x, size_t xs, float *out, const int NT) {
     const size_t bs = QTYPES[type].block_bytes;
-    const size_t ab = type == Q_Q4_1 || type == Q_Q5_1 ? A81_BYTES : A8_BYTES;
-    const int64_t nb = n / 32;
+    const int64_t per = QTYPES[type].block == 256 ? 2 : 16;  // blocks per unit
+    const int64_t nb = n / QTYPES[type].block;
     __m512 acc[TILE_T];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
-        const uint8_t *blocks = w + (size_t)u * 16 * bs;
+        const uint8_t *blocks = w + (size_t)(u * per) * bs;
         uint8_t pad[16 * sizeof(block_q8_0)];  // a last, partial unit, padded with zero blocks
-        if (nb - 16 * u < 16) {
+        _Static_assert(sizeof pad >= 2 * sizeof(block_q5_K), "pad holds two K blocks");
+        if (nb - per * u < per) {
             memset(pad, 0, sizeof pad);
-            memcpy(pad, blocks, (size_t)(nb - 16 * u) * bs);
+            memcpy(pad, blocks, (size_t)(nb - per * u) * bs);
             blocks = pad;
         }
-        a8_regs r;
-        a8_unpack(type, blocks, &r);
-        const uint8_t *a = x + (size_t)u * ab;
+        unit_regs r;
+        unit_unpack(type, blocks, &r);
+        const uint8_t *a = x + (size_t)u * UNIT_BYTES;
 #pragma GCC unroll 16
-        for (int t = 0; t < NT; t++) a8_token(type, &r, a + (size_t)t * xs, &acc[t]);
+        for (int t = 0; t < NT; t++) unit_token(type, &r, a + (size_t)t * xs, &acc[t]);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-#define A8_TILE(name, type)                                                                          \
+#define UNIT_TILE(name, type)                                                                        \
     static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
                      int tn, float *out) {                                                            \
-        TILE_SWITCH(a8_tile_n, type, w, n, u0, u1, x, xs, out)                                        \
+        TILE_SWITCH(unit_tile_n, type, w, n, u0, u1, x, xs, out)                                      \
     }
-A8_TILE(tile_q8_0, Q_Q8_0)
-A8_TILE(tile_q4_0, Q_Q4_0)
-A8_TILE(tile_q5_0, Q_Q5_0)
-A8_TILE(tile_q4_1, Q_Q4_1)
-A8_TILE(tile_q5_1, Q_Q5_1)
+UNIT_TILE(tile_q8_0, Q_Q8_0)
+UNIT_TILE(tile_q4_0, Q_Q4_0)
+UNIT_TILE(tile_q5_0, Q_Q5_0)
+UNIT_TILE(tile_q4_1, Q_Q4_1)
+UNIT_TILE(tile_q5_1, Q_Q5_1)
+UNIT_TILE(tile_q4_K, Q_Q4_K)
+UNIT_TILE(tile_q5_K, Q_Q5_K)
+
+// --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
+
+typedef struct {
+    __m512i q[4];  // q[v] lane g: the 6-bit weights 16g+4v..16g+4v+3 (0..63)
+    __m512 a;      // lane g: d * scale of group g
+} q6k_regs;
+
+// Lane g = group g of half g/8, quarter k = (g%8)/2: its low 4 bits are
+// nibble k/2 of ql dword 16(g/8) + 8(k%2) + 4(g%2) + v, its top 2 bits are
+// bits 2k, 2k+1 of qh dword 8(g/8) + 4(g%2) + v (rotated to bits 4, 5).
+ALWAYS_INLINE void q6k_unpack(const block_q6_K *b, q6k_regs *r) {
+    const __m512i l0 = load512(b->ql), l1 = load512(b->ql + 64), qh = load512(b->qh);
+    const __m512i lidx = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 16, 20, 24, 28, 16, 20, 24, 28);
+    const __m512i lsh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i hidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
+    const __m512i rot = _mm512_setr_epi32(4, 4, 2, 2, 0, 0, 30, 30, 4, 4, 2, 2, 0, 0, 30, 30);
+    for (int v = 0; v < 4; v++) {
+        const __m512i vv = _mm512_set1_epi32(v);
+        const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, _mm512_add_epi32(lidx, vv), l1), lsh);
+        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(hidx, vv), qh);
+        const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x30));
+        r->q[v] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(15), 0xEC);  // (lo & 15) | hb
+    }
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales)));
+    r->a = _mm512_mul_ps(sc, _mm512_set1_ps(fp16_to_f32(b->d)));
+}
+
+// One super-block of one token (q: its 256 activation bytes, c: its 16
+// corrections -32 Σx, dx its scale): acc += d_x * Σ_g a_g * (c_g + Σ q*x).
+ALWAYS_INLINE void q6k_token(const q6k_regs *r, const uint8_t *q, const uint8_t *c, float dx, __m512 *acc) {
+    // (c is added last: GCC 12 bounces a loaded accumulator through the stack)
+    __m512i i = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
+    i = _mm512_dpbusd_epi32(i, r->q[1], load512(q + 64));
+    i = _mm512_dpbusd_epi32(i, r->q[2], load512(q + 128));
+    i = _mm512_add_epi32(_mm512_dpbusd_epi32(i, r->q[3], load512(q + 192)), load512(c));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, _mm512_set1_ps(dx)), *acc);
+}
+
+ALWAYS_INLINE void q6k_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                              size_t xs, float *out, const int NT) {
+    __m512 acc[TILE_T];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        q6k_regs r;
+        q6k_unpack((const block_q6_K *)w + u, &r);
+        const uint8_t *q = x + 256 * u, *c = x + k16_c(n) + 64 * u, *dx = x + k16_d(n) + 4 * u;
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++) q6k_token(&r, q + t * xs, c + t * xs, load_f32(dx + t * xs), &acc[t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    TILE_SWITCH(q6k_tile_n, w, n, u0, u1, x, xs, out)
+}
 
 // --- float types (unit = 16 elements; 32 for BF16) -------------------------
 
@@ -936,24 +966,20 @@ static void tile_bf16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const
 
 // The tile kernel of a weight type and the elements in one of its units.
 static tile_fn tile_for(uint32_t type, int64_t *unit) {
-    *unit = 256;
-    switch (type) {
-    case Q_Q4_K: return tile_q4_K;
-    case Q_Q5_K: return tile_q5_K;
-    case Q_Q6_K: return tile_q6_K;
-    default: break;
-    }
-    *unit = A8_UNIT;
+    *unit = UNIT;
     switch (type) {
     case Q_Q8_0: return tile_q8_0;
     case Q_Q4_0: return tile_q4_0;
     case Q_Q5_0: return tile_q5_0;
     case Q_Q4_1: return tile_q4_1;
     case Q_Q5_1: return tile_q5_1;
-    default: break;
+    case Q_Q4_K: return tile_q4_K;
+    case Q_Q5_K: return tile_q5_K;
+    case Q_Q6_K: *unit = 256; return tile_q6_K;
+    case Q_BF16: *unit = 32; return tile_bf16;
+    case Q_F16: *unit = 16; return tile_f16;
+    default: *unit = 16; return tile_f32;
     }
-    *unit = type == Q_BF16 ? 32 : 16;
-    return type == Q_F32 ? tile_f32 : type == Q_F16 ? tile_f16 : tile_bf16;
 }
 
 // Cache blocking around the tile kernel. With one token tile (decode, short

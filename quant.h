@@ -57,22 +57,24 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 // d = amax/127 rounded to fp16 and q = round-half-even(x * 127/amax); Q8_1
 // adds s = fp16(d * Σq); Q8_K blocks of 256 with d = -max/127 (max: the
 // element of largest |x|, first one on ties), q = min(127, rint(x * -127/max))
-// and bsums = Σq per 16 (stored times d); F16/BF16 round x to nearest even. The row LAYOUT is
-// quant.c's own, arranged for the SIMD kernels, and depends only on the dot
-// type, so one quantized row serves every weight type with the same dot type:
+// and llama.cpp's bsums (Σq per 16); F16/BF16 round x to nearest even.
+// The row LAYOUT is quant.c's own, arranged for the SIMD kernels, and depends
+// on the weight type: a row quantized for wtype is only for weights of wtype.
 //   F32 weights:  float[n] (x copied)
 //   F16 weights:  float[n] holding fp16-rounded values
 //   BF16 weights: uint16 bf16[n]
-//   Q8_0 (Q4_0, Q5_0, Q8_0): units of 16 blocks (512 elements; the last unit
-//         zero-padded), each 576 bytes: uint8 q[512] then float d[16]
-//         (fp16 values). Byte 64*v + 4*b + i of q holds element 4*v + i
-//         (v < 8, i < 4) of block b plus 128 (stored unsigned).
-//   Q8_1 (Q4_1, Q5_1): units as Q8_0 but q is signed (no +128) and each unit
-//         is 640 bytes: int8 q[512], float d[16], float s[16].
-//   Q8_K (Q4_K, Q5_K, Q6_K): int8 q[n], then float bx[n/16], then
-//         float d[n/256]. Super-block k's q are bytes 256k..256k+255, byte
-//         256k + 64*v + 4*g + i holding element 16*g + 4*v + i (v < 4,
-//         i < 4); bx[16k + g] = d[k] * bsums[g] (llama.cpp's Σq per 16).
+//   Q8_0, Q4_0, Q5_0 (Q8_0 values), Q4_1, Q5_1 (Q8_1 values), Q4_K, Q5_K
+//         (Q8_K values): units of 512 elements (the last one zero-padded),
+//         640 bytes each: int8 q[512], float d[16], then 16 words w. Lane L
+//         of a unit is 32 consecutive elements (a block; for Q8_K a 32-element
+//         sub-block, so lanes 8k..8k+7 share super-block k's d); byte
+//         64*v + 4*L + i of q holds element 32*L + 4*v + i (v < 8, i < 4).
+//         w is int32 -128*Σq for Q8_0 values, float s for Q8_1 values, and
+//         float d * Σq (over the lane) for Q8_K values.
+//   Q6_K (Q8_K values): int8 q[n], int32 c[n/16], float d[n/256]. Super-
+//         block k's q are bytes 256k..256k+255, byte 256k + 64*v + 4*g + i
+//         holding element 16*g + 4*v + i (v < 4, i < 4); c[16k + g] = -32 *
+//         bsums[g] of super-block k.
 // Rows are padded (with zeros) to a multiple of 64 bytes, so 64-byte-aligned
 // buffers keep every row aligned.
 size_t q_act_row_bytes(uint32_t wtype, int64_t n);

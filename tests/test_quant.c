@@ -193,36 +193,41 @@ static void test_dequant(const char *dir, const char *shared) {
 
 // --------------------------------------------------- activation quantization
 
-// Reads element i of a quantized activation row of dot type `dt` (layout
-// from quant.h). For Q8_1 also returns the block's s through s_out.
+// Decoding of quantized activation rows (layouts from quant.h).
 static size_t lane_byte(int lane, int p) { return (size_t)(64 * (p / 4) + 4 * lane + p % 4); }
 
+// q and d of element i of a row of n elements quantized for wtype.
 static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float *d) {
-    const uint32_t dt = qtype_get(wtype)->dot_type;
-    if (dt == Q_Q8_K) {  // q[n], bx[n/16], d[n/256]
+    if (wtype == Q_Q6_K) {  // q[n], c[n/16], d[n/256]
         const int j = (int)(i % 256);
         memcpy(d, xq + n + n / 4 + 4 * (i / 256), 4);
         return (int8_t)xq[256 * (i / 256) + lane_byte(j / 16, j % 16)];
     }
-    const uint8_t *unit = xq + (i / 512) * (dt == Q_Q8_0 ? 576 : 640);
-    const int b = (int)(i % 512) / 32, e = (int)(i % 32);
-    memcpy(d, unit + 512 + 4 * b, 4);
-    return dt == Q_Q8_0 ? unit[lane_byte(b, e)] - 128 : (int8_t)unit[lane_byte(b, e)];
+    const uint8_t *unit = xq + (i / 512) * 640;
+    const int L = (int)(i % 512) / 32, e = (int)(i % 32);
+    memcpy(d, unit + 512 + 4 * L, 4);
+    return (int8_t)unit[lane_byte(L, e)];
+}
+
+// The extra word of the lane holding element i (Q8_0: int c; else float s).
+static int32_t act_wi(const uint8_t *xq, int64_t i) {
+    int32_t c;
+    memcpy(&c, xq + (i / 512) * 640 + 576 + 4 * ((i % 512) / 32), 4);
+    return c;
+}
+static float act_ws(const uint8_t *xq, int64_t i) {
+    float s;
+    memcpy(&s, xq + (i / 512) * 640 + 576 + 4 * ((i % 512) / 32), 4);
+    return s;
 }
 
 static double act_value(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i) {
     float f, d;
-    switch (qtype_get(wtype)->dot_type) {
+    switch (wtype) {
     case Q_F32: case Q_F16: memcpy(&f, xq + 4 * i, 4); return f;
     case Q_BF16: return bf16_to_f32((uint16_t)(xq[2 * i] | xq[2 * i + 1] << 8));
     default: { int q = act_q(wtype, xq, n, i, &d); return (double)q * d; }
     }
-}
-
-static float act_s(const uint8_t *xq, int64_t block) {  // Q8_1 s of a block
-    float s;
-    memcpy(&s, xq + (block / 16) * 640 + 576 + 4 * (block % 16), 4);
-    return s;
 }
 
 // x = 1..32: amax 32, d = 32/127 -> fp16 0x3408 = 0.251953125 (1032/4096);
@@ -250,9 +255,11 @@ static void test_act_q8_0_q8_1(void) {
         act_q(wt, xq, 64, 0, &d0);
         act_q(wt, xq, 64, 32, &d1);
         if (d0 != 0.251953125f || d1 != 1.0f) fail("Q8_%d d = %g, %g; want 0.251953125, 1", k, d0, d1);
-        if (k && act_s(xq, 1) != 133.0f) fail("Q8_1 s = %g, want 133", act_s(xq, 1));
+        if (k && act_ws(xq, 32) != 133.0f) fail("Q8_1 s = %g, want 133", act_ws(xq, 32));
+        if (!k && (act_wi(xq, 32) != -128 * 133 || act_wi(xq, 0) != -128 * 2096))
+            fail("Q8_0 c = %d, %d; want %d, %d", act_wi(xq, 0), act_wi(xq, 32), -128 * 2096, -128 * 133);
         // block 0: Σ rint(3.96875 x) for x = 1..32 = 2096; d*Σq = 32/127*2096 = 528.12 -> fp16 528.0
-        if (k && act_s(xq, 0) != 528.0f) fail("Q8_1 s = %g, want 528", act_s(xq, 0));
+        if (k && act_ws(xq, 0) != 528.0f) fail("Q8_1 s = %g, want 528", act_ws(xq, 0));
         free(xq);
     }
 }
@@ -263,32 +270,44 @@ static void test_act_q8_0_q8_1(void) {
 // x[1] = 4 tie in magnitude; the first (-4) wins: iscale = 31.75,
 // q = {-127, 127}, x[44] = 1 -> rint(31.75) = 32, d = 1/31.75.
 // Block 2: all zero -> d = 0, q = 0.
+// Group sums (bsums): block 0 group 0 = 0-2-2+0-127 = -131, group 1 = 4;
+// block 1 group 0 = 0, group 2 = 32. Q6_K rows store c = -32 * bsums:
+// 4192, -128, 0, -1024. Q4_K rows store s = d * Σq per 32: block 0
+// sub-block 0: -2 * -127 = 254; block 1 sub-block 1: 32/31.75.
 static void test_act_q8_K(void) {
     float x[768] = {0};
     x[0] = 1, x[1] = 3, x[2] = 5, x[3] = -1, x[5] = 254, x[17] = -7;
     x[256] = -4, x[257] = 4, x[300] = 1;
-    uint8_t *xq = xmalloc(q_act_row_bytes(Q_Q4_K, 768));
-    q_quantize_act(Q_Q6_K, x, xq, 768);
     const struct { int j, q; } want[] = {{0, 0}, {1, -2}, {2, -2}, {3, 0}, {5, -127}, {17, 4}, {4, 0},
                                          {256, -127}, {257, 127}, {300, 32}, {512, 0}, {767, 0}};
-    float d;
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const int q = act_q(Q_Q4_K, xq, 768, want[i].j, &d);
-        if (q != want[i].q) fail("Q8_K: x[%d]=%g -> q %d, want %d", want[i].j, x[want[i].j], q, want[i].q);
+    static const uint32_t wt[2] = {Q_Q6_K, Q_Q4_K};
+    for (int k = 0; k < 2; k++) {
+        uint8_t *xq = xmalloc(q_act_row_bytes(wt[k], 768));
+        q_quantize_act(wt[k], x, xq, 768);
+        const char *name = qtype_get(wt[k])->name;
+        float d;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const int q = act_q(wt[k], xq, 768, want[i].j, &d);
+            if (q != want[i].q) fail("Q8_K for %s: x[%d]=%g -> q %d, want %d", name, want[i].j, x[want[i].j], q, want[i].q);
+        }
+        const float dwant[4] = {-2.0f, 1.0f / 31.75f, 1.0f / 31.75f, 0.0f};
+        const int dat[4] = {0, 256, 300, 767};
+        for (int i = 0; i < 4; i++) {
+            act_q(wt[k], xq, 768, dat[i], &d);
+            if (d != dwant[i]) fail("Q8_K for %s: d at %d = %g, want %g", name, dat[i], d, dwant[i]);
+        }
+        if (k == 0) {
+            int32_t c[48];
+            memcpy(c, xq + 768, sizeof c);
+            if (c[0] != 4192 || c[1] != -128 || c[2] != 0 || c[16] != 0 || c[18] != -1024 || c[32] != 0)
+                fail("Q8_K for Q6_K: c %d %d %d %d %d %d, want 4192 -128 0 0 -1024 0", c[0], c[1], c[2], c[16], c[18], c[32]);
+        } else if (act_ws(xq, 0) != 254.0f || act_ws(xq, 32) != 0.0f || act_ws(xq, 256) != 0.0f ||
+                   act_ws(xq, 288) != 32 / 31.75f || act_ws(xq, 512) != 0.0f) {
+            fail("Q8_K for Q4_K: s %g %g %g %g %g, want 254 0 0 %g 0", act_ws(xq, 0), act_ws(xq, 32),
+                 act_ws(xq, 256), act_ws(xq, 288), act_ws(xq, 512), 32 / 31.75f);
+        }
+        free(xq);
     }
-    act_q(Q_Q4_K, xq, 768, 0, &d);
-    if (d != -2.0f) fail("Q8_K block 0 d = %g, want -2", d);
-    act_q(Q_Q4_K, xq, 768, 256, &d);
-    if (d != 1.0f / 31.75f) fail("Q8_K block 1 d = %g, want 1/31.75", d);
-    act_q(Q_Q4_K, xq, 768, 512, &d);
-    if (d != 0.0f) fail("Q8_K block 2 d = %g, want 0", d);
-    // bx = d * bsums. Block 0: group 0 Σq = 0-2-2+0-127 = -131 -> 262, group 1 Σq = 4 -> -8.
-    // Block 1: group 0 Σq = -127+127 = 0, group 2 (x[300]) Σq = 32 -> 32/31.75.
-    float bx[48];
-    memcpy(bx, xq + 768, sizeof bx);
-    if (bx[0] != 262 || bx[1] != -8 || bx[2] != 0 || bx[16] != 0 || bx[18] != 32 / 31.75f || bx[32] != 0)
-        fail("Q8_K bx %g %g %g %g %g %g, want 262 -8 0 0 %g 0", bx[0], bx[1], bx[2], bx[16], bx[18], bx[32], 32 / 31.75f);
-    free(xq);
 }
 
 // F16 rows hold fp16-rounded floats, BF16 rows bf16 bits.
@@ -388,8 +407,8 @@ static void run_case(rng_t *r, const mm_case *c, double err[3]) {
                     m = fp16_to_f32(mh);
                     double sq = 0;
                     for (int k = 0; k < 32; k++) sq += act_q(c->type, xt, n, b * 32 + k, &d);
-                    exact += (double)m * (act_s(xt, b) - (double)d * sq);
-                    mag += fabs((double)m * act_s(xt, b));
+                    exact += (double)m * (act_ws(xt, b * 32) - (double)d * sq);
+                    mag += fabs((double)m * act_ws(xt, b * 32));
                 }
             }
             const double yv = y[(size_t)t * ldy + i];
