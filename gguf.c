@@ -414,7 +414,7 @@ int gguf_parse(gguf_file *f, const void *buf, size_t size, char *err) {
 
 int gguf_open(gguf_file *f, const char *path, char *err) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return errf(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

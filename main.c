@@ -49,13 +49,16 @@ typedef struct {
 } gen_stats;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+// Prints "quill: MESSAGE" as one line (control bytes from files shown as '?') and exits 1.
 static void die(const char *fmt, ...) {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("quill: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    fprintf(stderr, "quill: %s\n", msg);
     exit(1);
 }
 
@@ -258,7 +261,7 @@ static int emit(emitter *e, const char *s, size_t n) {
         e->cap = (e->len + n) * 2 + 64;
         if (!(e->buf = realloc(e->buf, e->cap))) die("out of memory");
     }
-    memcpy(e->buf + e->len, s, n);
+    if (n) memcpy(e->buf + e->len, s, n);
     e->len += n;
     size_t hold = 0;
     for (int i = 0; i < e->o->n_stops; i++) {
@@ -300,8 +303,8 @@ static void load(const options *o, model **m, tokenizer **tok) {
     char err[ERR_LEN];
     *m = load_model(o);
     if (tok_load(tok, model_gguf(*m), err)) die("%s: %s", o->model, err);
-    if (tok_n_vocab(*tok) > model_cfg(*m)->n_vocab)
-        die("%s: the tokenizer has %d tokens but the model only %d embeddings", o->model,
+    if (tok_n_vocab(*tok) != model_cfg(*m)->n_vocab)
+        die("%s: the tokenizer has %d tokens but token_embd.weight has %d rows", o->model,
             tok_n_vocab(*tok), model_cfg(*m)->n_vocab);
 }
 
@@ -417,8 +420,14 @@ static int cmd_generate(const options *o) {
 static void print_value(const gguf_kv *kv) {
     switch (kv->type) {
     case GGUF_STRING: {
-        int n = kv->s.len > 120 ? 120 : (int)kv->s.len;
-        printf("\"%.*s\"%s", n, kv->s.ptr, kv->s.len > 120 ? "..." : "");
+        size_t n = kv->s.len > 120 ? 120 : kv->s.len;
+        putchar('"');
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)kv->s.ptr[i];
+            if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+            else putchar(c);
+        }
+        printf("\"%s", kv->s.len > 120 ? "..." : "");
         break;
     }
     case GGUF_ARRAY: printf("[%s x %" PRIu64 "]", gguf_vtype_name(kv->arr_type), kv->arr_n); break;
@@ -460,6 +469,7 @@ static int cmd_info(int argc, char **argv) {
     printf("\n%.3f M parameters, %.2f MiB of tensor data (%.2f bits per parameter)\n", params / 1e6,
            total / 1048576.0, params ? 8.0 * total / params : 0);
     gguf_close(&f);
+    free((char *)o.prompt);
     return 0;
 }
 
@@ -517,6 +527,7 @@ static int cmd_ppl(int argc, char **argv) {
     free(logits);
     free(ids);
     free(text);
+    free((char *)o.prompt);
     tok_free(tok);
     model_free(m);
     return 0;
@@ -570,6 +581,9 @@ static int cmd_bench(int argc, char **argv) {
     char err[ERR_LEN];
     fprintf(stderr, "quill bench: %s on %s\n", o.model, model_backend_desc(m));
     double bw = measure_read_bandwidth(o.n_threads);
+    // warm-up: fault the mmapped weights in and start the threads, untimed
+    if (model_forward(m, ids, P < 8 ? P : 8, 0, logits, err)) die("%s", err);
+    kv_truncate(model_kv(m), 0);
     double t = now_sec();
     if (model_forward(m, ids, P, 0, logits, err)) die("%s", err);
     double t_pre = now_sec() - t;
@@ -591,6 +605,7 @@ static int cmd_bench(int argc, char **argv) {
            100.0 * step_bytes * N / t_dec / bw);
     free(ids);
     free(logits);
+    free((char *)o.prompt);
     model_free(m);
     return 0;
 }

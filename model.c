@@ -122,6 +122,10 @@ static int read_config(const gguf_file *f, model_config *c, char *err) {
     if (meta_f32(f, an, "attention.layer_norm_rms_epsilon", &c->rms_eps, err) ||
         meta_f32(f, an, "rope.freq_base", &c->rope.base, err) || read_rope_scaling(f, an, c, err))
         return -1;
+    if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f))
+        return errf(err, "key '%s.attention.layer_norm_rms_epsilon': %g is not in (0, 1)", an, c->rms_eps);
+    if (!(c->rope.base > 1.0f && c->rope.base < 1e30f))
+        return errf(err, "key '%s.rope.freq_base': %g is not a finite number > 1", an, c->rope.base);
     return 0;
 }
 

@@ -4,8 +4,9 @@
 // activation quantization (llama.cpp's values in quill's own SIMD-friendly
 // row layout, described in quant.h); and q_matmul with three
 // implementations picked at compile time: AVX-512 VNNI (this file's hot
-// path), AVX2 (float types only) and portable scalar C (everything; also the
-// reference the SIMD paths are checked against).
+// path), AVX2 (float types only; quantized types run the scalar code) and
+// portable scalar C (everything; it states the math the SIMD kernels
+// reorganize).
 #include "quant.h"
 
 #include <math.h>
@@ -316,9 +317,11 @@ static inline size_t lane_pos(int L, int p) { return (size_t)(64 * (p >> 2) + 4 
 
 static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
-// Q6_K activation rows: q[n], then int32 c[n/16] at byte n, then float d[n/256].
-static inline size_t k16_c(int64_t n) { return (size_t)n; }
-static inline size_t k16_d(int64_t n) { return (size_t)(n + n / 4); }
+// Q6_K activation rows: one 384-byte record per super-block: q[256], int32
+// c[16] at K16_C, float d at K16_D (six aligned cache lines, one pointer).
+#define K16_BYTES 384
+#define K16_C 256
+#define K16_D 320
 
 enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16 };
 
@@ -340,45 +343,87 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     case ACT_F32: case ACT_F16: return (size_t)round_up(4 * n, 64);
     case ACT_BF16: return (size_t)round_up(2 * n, 64);
     case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
-    case ACT_K16: return (size_t)round_up(n + n / 4 + n / 64, 64);
+    case ACT_K16: return (size_t)(n / 256) * K16_BYTES;
     default: return 0;
     }
 }
 
 // Q8_0 / Q8_1 of one block of 32, as llama.cpp's AVX2 quantize_row_q8_0/1:
-// d = amax/127, q = round-half-even(x * (127/amax)). Returns d; q[] filled.
-static float quant_block_q8(const float *x, int q[32]) {
+// d = amax/127, q = round-half-even(x * (127/amax)). Returns d (before any
+// fp16 rounding); q[] in element order, *sum = Σq.
+static float quant_block_q8(const float *x, int8_t q[32], int *sum) {
+#if defined(Q_AVX512)
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    // cvtps_epi32 rounds half-even under the default MXCSR, as rintf does
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    return d;
+#else
     float amax = 0.0f;
     for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
     const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < 32; j++) q[j] = (int)rintf(x[j] * id);
+    *sum = 0;
+    for (int j = 0; j < 32; j++) {
+        q[j] = (int8_t)rintf(x[j] * id);
+        *sum += q[j];
+    }
     return d;
+#endif
 }
 
 // Q8_K of one super-block as llama.cpp's quantize_row_q8_K_ref: scaled by
 // the signed element of largest magnitude (the first such), rounded half-even,
 // clamped to 127. Returns d (0 for an all-zero block, q all 0).
-static float quant_block_q8_K(const float *x, int q[256]) {
+static float quant_block_q8_K(const float *x, int8_t q[256]) {
     float amax = 0.0f, max = 0.0f;
+#if defined(Q_AVX512)
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < 16; k++) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+    amax = _mm512_reduce_max_ps(m);
+    for (int k = 0; k < 16 && amax != 0.0f; k++) {  // the first element reaching amax gives the sign
+        const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (hit) { max = x[16 * k + __builtin_ctz(hit)]; break; }
+    }
+#else
     for (int j = 0; j < 256; j++) {
         const float ax = fabsf(x[j]);
         if (ax > amax) { amax = ax; max = x[j]; }
     }
+#endif
     if (amax == 0.0f) {
-        memset(q, 0, 256 * sizeof(int));
+        memset(q, 0, 256);
         return 0.0f;
     }
     const float iscale = -127.0f / max;
+#if defined(Q_AVX512)
+    for (int k = 0; k < 16; k++) {
+        const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), _mm512_set1_ps(iscale)));
+        _mm_storeu_si128((__m128i *)(q + 16 * k), _mm512_cvtepi32_epi8(_mm512_min_epi32(v, _mm512_set1_epi32(127))));
+    }
+#else
     for (int j = 0; j < 256; j++) {
         const int v = (int)rintf(iscale * x[j]);
-        q[j] = v < 127 ? v : 127;
+        q[j] = (int8_t)(v < 127 ? v : 127);
     }
+#endif
     return 1.0f / iscale;
 }
 
-// Writes lane L of a unit: q, d and the extra word w (float or int32 bits).
-static void unit_lane(uint8_t *unit, int L, const int q[32], float d, const void *w) {
-    for (int j = 0; j < 32; j++) unit[lane_pos(L, j)] = (uint8_t)(int8_t)q[j];
+static int sum_i8(const int8_t *q, int n) {
+    int s = 0;
+    for (int j = 0; j < n; j++) s += q[j];
+    return s;
+}
+
+// Writes lane L of a unit: its 32 q (4 per vector), d and the extra word w
+// (float or int32 bits).
+static void unit_lane(uint8_t *unit, int L, const int8_t q[32], float d, const void *w) {
+    for (int v = 0; v < 8; v++) memcpy(unit + 64 * v + 4 * L, q + 4 * v, 4);
     memcpy(unit + UNIT_D + 4 * L, &d, 4);
     memcpy(unit + UNIT_W + 4 * L, w, 4);
 }
@@ -390,12 +435,13 @@ static void unit_lane(uint8_t *unit, int L, const int q[32], float d, const void
 static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
     memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
     for (int64_t b = 0; b < n / 32; b++) {
-        int q[32], sum = 0;
-        const float d = quant_block_q8(x + 32 * b, q);
-        for (int j = 0; j < 32; j++) sum += q[j];
+        int8_t q[32];
+        int sum;
+        const float d = quant_block_q8(x + 32 * b, q, &sum);
         const float s = fp16_to_f32(f32_to_fp16(d * (float)sum));
         const int32_t c = -128 * sum;
-        unit_lane(dst + (b / 16) * UNIT_BYTES, (int)(b % 16), q, fp16_to_f32(f32_to_fp16(d)), q81 ? (const void *)&s : (const void *)&c);
+        unit_lane(dst + (b / 16) * UNIT_BYTES, (int)(b % 16), q, fp16_to_f32(f32_to_fp16(d)),
+                  q81 ? (const void *)&s : (const void *)&c);
     }
 }
 
@@ -405,34 +451,43 @@ static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
 static void act_k32(const float *x, uint8_t *dst, int64_t n) {
     memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
     for (int64_t k = 0; k < n / 256; k++) {
-        int q[256];
+        int8_t q[256];
         const float d = quant_block_q8_K(x + 256 * k, q);
         for (int s = 0; s < 8; s++) {
             const int64_t B = 8 * k + s;  // sub-block index in the row
-            int sum = 0;
-            for (int j = 0; j < 32; j++) sum += q[32 * s + j];
-            const float sx = d * (float)sum;
+            const float sx = d * (float)sum_i8(q + 32 * s, 32);
             unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d, &sx);
         }
     }
 }
 
 // Q8_K rows for Q6_K: per super-block 256 q (lane = group of 16), c = -32 *
-// Σq per group (Q6_K weights enter VPDPBUSD as q + 32, unsigned), and d.
+// Σq per group (Q6_K's weights q - 32 enter VPDPBUSD as the unsigned q), d.
 static void act_k16(const float *x, uint8_t *dst, int64_t n) {
     memset(dst, 0, q_act_row_bytes(Q_Q6_K, n));
     for (int64_t k = 0; k < n / 256; k++) {
-        int q[256];
+        int8_t q[256];
         const float d = quant_block_q8_K(x + 256 * k, q);
+        uint8_t *rec = dst + k * K16_BYTES;
         for (int g = 0; g < 16; g++) {
-            int32_t c = 0;
-            for (int p = 0; p < 16; p++) {
-                dst[256 * k + lane_pos(g, p)] = (uint8_t)(int8_t)q[16 * g + p];
-                c -= 32 * q[16 * g + p];
-            }
-            memcpy(dst + k16_c(n) + 4 * (16 * k + g), &c, 4);
+            for (int v = 0; v < 4; v++) memcpy(rec + 64 * v + 4 * g, q + 16 * g + 4 * v, 4);
+            const int32_t c = -32 * sum_i8(q + 16 * g, 16);
+            memcpy(rec + K16_C + 4 * g, &c, 4);
         }
-        memcpy(dst + k16_d(n) + 4 * k, &d, 4);
+        memcpy(rec + K16_D, &d, 4);
+    }
+}
+
+// x rounded to fp16 and back, n values.
+static void round_fp16(const float *x, uint8_t *o, int64_t n) {
+    int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps((float *)(o + 4 * i), _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+#endif
+    for (; i < n; i++) {
+        const float v = fp16_to_f32(f32_to_fp16(x[i]));
+        memcpy(o + 4 * i, &v, 4);
     }
 }
 
@@ -445,10 +500,7 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
         memset(o + 4 * n, 0, bytes - (size_t)(4 * n));
         break;
     case ACT_F16:
-        for (int64_t i = 0; i < n; i++) {
-            const float v = fp16_to_f32(f32_to_fp16(x[i]));
-            memcpy(o + 4 * i, &v, 4);
-        }
+        round_fp16(x, o, n);
         memset(o + 4 * n, 0, bytes - (size_t)(4 * n));
         break;
     case ACT_BF16:
@@ -545,14 +597,13 @@ static float dot_k32(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t 
 // c = -32 Σx is stored with the activations.
 static float dot_q6_K(const uint8_t *w, const uint8_t *x, int64_t n) {
     float s = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q6_K)) {
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q6_K), x += K16_BYTES) {
         const block_q6_K *b = (const block_q6_K *)w;
-        const uint8_t *q = x + 256 * k;
-        const float dx = load_f32(x + k16_d(n) + 4 * k), d = fp16_to_f32(b->d);
+        const float dx = load_f32(x + K16_D), d = fp16_to_f32(b->d);
         for (int g = 0; g < 16; g++) {
             int32_t i;
-            memcpy(&i, x + k16_c(n) + 4 * (16 * k + g), 4);
-            for (int p = 0; p < 16; p++) i += q6k_value(b, 16 * g + p) * (int8_t)q[lane_pos(g, p)];
+            memcpy(&i, x + K16_C + 4 * g, 4);
+            for (int p = 0; p < 16; p++) i += q6k_value(b, 16 * g + p) * (int8_t)x[lane_pos(g, p)];
             s += (float)i * ((d * b->scales[g]) * dx);
         }
     }
@@ -585,34 +636,24 @@ static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64
 // ---------------------------------------------------------------------------
 #if defined(Q_AVX512)
 
-#define TILE_T 16      // tokens sharing one unpacked weight unit (register tile)
-#define ROW_BLOCK 32   // rows revisited by every token tile (their weights stay in L2)
-#define K_CHUNK 2048   // elements per pass when several token tiles run (activations stay in L1)
+#define TILE_T 16           // tokens sharing one unpacked weight unit (register tile)
+#define ROW_BLOCK 32        // rows revisited by every token tile (their weights stay in L2)
+#define K_CHUNK_BYTES 2560  // activation bytes per token per pass (TILE_T tokens' worth stay in L1)
 
 // out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
-// t < tn <= TILE_T; activation rows are xs bytes apart.
+// t < tn; tn is 1, 2, 4, 8 or TILE_T; activation rows are xs bytes apart.
 typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                         size_t xs, int tn, float *out);
 
-// Calls body(args..., NT) with NT the compile-time constant equal to tn.
-#define TILE_SWITCH(body, ...)                                       \
-    switch (tn) {                                                    \
-    case 1: body(__VA_ARGS__, 1); break;                             \
-    case 2: body(__VA_ARGS__, 2); break;                             \
-    case 3: body(__VA_ARGS__, 3); break;                             \
-    case 4: body(__VA_ARGS__, 4); break;                             \
-    case 5: body(__VA_ARGS__, 5); break;                             \
-    case 6: body(__VA_ARGS__, 6); break;                             \
-    case 7: body(__VA_ARGS__, 7); break;                             \
-    case 8: body(__VA_ARGS__, 8); break;                             \
-    case 9: body(__VA_ARGS__, 9); break;                             \
-    case 10: body(__VA_ARGS__, 10); break;                           \
-    case 11: body(__VA_ARGS__, 11); break;                           \
-    case 12: body(__VA_ARGS__, 12); break;                           \
-    case 13: body(__VA_ARGS__, 13); break;                           \
-    case 14: body(__VA_ARGS__, 14); break;                           \
-    case 15: body(__VA_ARGS__, 15); break;                           \
-    default: body(__VA_ARGS__, 16); break;                           \
+// Calls body(args..., NT) with NT the compile-time constant equal to tn, a
+// power of two (the driver splits other counts).
+#define TILE_SWITCH(body, ...)                    \
+    switch (tn) {                                 \
+    case 1: body(__VA_ARGS__, 1); break;          \
+    case 2: body(__VA_ARGS__, 2); break;          \
+    case 4: body(__VA_ARGS__, 4); break;          \
+    case 8: body(__VA_ARGS__, 8); break;          \
+    default: body(__VA_ARGS__, 16); break;        \
     }
 
 static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
@@ -636,9 +677,8 @@ ALWAYS_INLINE void swap_stage(__m512i *a, __m512i *b, int stage) {
     *b = hi;
 }
 
-// Transposes 8 vectors whose lane bits 0-2 index v and whose vector index
-// names the group: afterwards q[v] lane (8*bit3 + old vector index) holds
-// old lane (8*bit3 + v).
+// Transposes the 8x8 dword blocks of 8 vectors, separately in each 256-bit
+// half h: afterwards q[v] lane 8h + m holds what q[m] lane 8h + v held.
 ALWAYS_INLINE void transpose8(__m512i q[8]) {
     for (int s = 0; s < 3; s++)
         for (int k = 0; k < 8; k++)
@@ -868,28 +908,29 @@ ALWAYS_INLINE void q6k_unpack(const block_q6_K *b, q6k_regs *r) {
     r->a = _mm512_mul_ps(sc, _mm512_set1_ps(fp16_to_f32(b->d)));
 }
 
-// One super-block of one token (q: its 256 activation bytes, c: its 16
-// corrections -32 Σx, dx its scale): acc += d_x * Σ_g a_g * (c_g + Σ q*x).
-ALWAYS_INLINE void q6k_token(const q6k_regs *r, const uint8_t *q, const uint8_t *c, float dx, __m512 *acc) {
+// One super-block of one token (q: its activation record: 256 q, 16
+// corrections c = -32 Σx, d_x): acc += d_x * Σ_g a_g * (c_g + Σ q*x).
+ALWAYS_INLINE void q6k_token(const q6k_regs *r, const uint8_t *q, __m512 *acc) {
     // (c is added last: GCC 12 bounces a loaded accumulator through the stack)
-    __m512i i = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
-    i = _mm512_dpbusd_epi32(i, r->q[1], load512(q + 64));
-    i = _mm512_dpbusd_epi32(i, r->q[2], load512(q + 128));
-    i = _mm512_add_epi32(_mm512_dpbusd_epi32(i, r->q[3], load512(q + 192)), load512(c));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, _mm512_set1_ps(dx)), *acc);
+    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
+    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[1], load512(q + 64));
+    i0 = _mm512_dpbusd_epi32(i0, r->q[2], load512(q + 128));
+    i1 = _mm512_dpbusd_epi32(i1, r->q[3], load512(q + 192));
+    const __m512i i = _mm512_add_epi32(_mm512_add_epi32(i0, i1), load512(q + K16_C));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, _mm512_set1_ps(load_f32(q + K16_D))), *acc);
 }
 
-ALWAYS_INLINE void q6k_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
-                              size_t xs, float *out, const int NT) {
+ALWAYS_INLINE void q6k_tile_n(const uint8_t *w, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                              float *out, const int NT) {
     __m512 acc[TILE_T];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         q6k_regs r;
         q6k_unpack((const block_q6_K *)w + u, &r);
-        const uint8_t *q = x + 256 * u, *c = x + k16_c(n) + 64 * u, *dx = x + k16_d(n) + 4 * u;
+        const uint8_t *q = x + (size_t)u * K16_BYTES;
 #pragma GCC unroll 16
-        for (int t = 0; t < NT; t++) q6k_token(&r, q + t * xs, c + t * xs, load_f32(dx + t * xs), &acc[t]);
+        for (int t = 0; t < NT; t++) q6k_token(&r, q + t * xs, &acc[t]);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
@@ -897,7 +938,8 @@ ALWAYS_INLINE void q6k_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t u
 
 static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
                       int tn, float *out) {
-    TILE_SWITCH(q6k_tile_n, w, n, u0, u1, x, xs, out)
+    (void)n;
+    TILE_SWITCH(q6k_tile_n, w, u0, u1, x, xs, out)
 }
 
 // --- float types (unit = 16 elements; 32 for BF16) -------------------------
@@ -982,22 +1024,27 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
     }
 }
 
-// Cache blocking around the tile kernel. With one token tile (decode, short
-// prompts) every row is one streaming pass over its weights. With more, a
-// block of ROW_BLOCK rows is revisited by each token tile, K_CHUNK elements at
-// a time, so the weights come from L2 and the activations from L1.
+// Cache blocking around the tile kernel. For one token (decode) every row is
+// one streaming pass over its weights. For more, a block of ROW_BLOCK rows is
+// revisited by each token tile, K_CHUNK_BYTES of each token's activations at
+// a time, so the weights come from L2 and the activations from L1. Token
+// tiles are TILE_T tokens, the remainder split in powers of 2.
 static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws, int nr,
                           const uint8_t *x, size_t xs, int nt, float *y, size_t ldy) {
     int64_t unit;
     const tile_fn tile = tile_for(wtype, &unit);
     const int64_t nu = (n + unit - 1) / unit;
-    const int64_t kc = nt <= TILE_T ? nu : (K_CHUNK / unit > 0 ? K_CHUNK / unit : 1);
+    const int64_t unit_bytes = (int64_t)q_act_row_bytes(wtype, unit);  // >= the bytes a unit spans
+    const int64_t kc_max = K_CHUNK_BYTES / unit_bytes > 0 ? K_CHUNK_BYTES / unit_bytes : 1;
+    const int64_t n_chunks = nt == 1 ? 1 : (nu + kc_max - 1) / kc_max;
+    const int64_t kc = (nu + n_chunks - 1) / n_chunks;  // balanced chunks
     for (int r0 = 0; r0 < nr; r0 += ROW_BLOCK) {
         const int r1 = nr - r0 < ROW_BLOCK ? nr : r0 + ROW_BLOCK;
         for (int64_t u0 = 0; u0 < nu; u0 += kc) {
             const int64_t u1 = nu - u0 < kc ? nu : u0 + kc;
-            for (int t0 = 0; t0 < nt; t0 += TILE_T) {
-                const int tn = nt - t0 < TILE_T ? nt - t0 : TILE_T;
+            int tn;
+            for (int t0 = 0; t0 < nt; t0 += tn) {
+                for (tn = TILE_T; tn > nt - t0;) tn /= 2;
                 for (int r = r0; r < r1; r++) {
                     float out[TILE_T];
                     tile(w + (size_t)r * ws, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);

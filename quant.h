@@ -71,10 +71,9 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 //         64*v + 4*L + i of q holds element 32*L + 4*v + i (v < 8, i < 4).
 //         w is int32 -128*Σq for Q8_0 values, float s for Q8_1 values, and
 //         float d * Σq (over the lane) for Q8_K values.
-//   Q6_K (Q8_K values): int8 q[n], int32 c[n/16], float d[n/256]. Super-
-//         block k's q are bytes 256k..256k+255, byte 256k + 64*v + 4*g + i
-//         holding element 16*g + 4*v + i (v < 4, i < 4); c[16k + g] = -32 *
-//         bsums[g] of super-block k.
+//   Q6_K (Q8_K values): one 384-byte record per super-block: int8 q[256],
+//         int32 c[16], float d, 60 bytes padding. Byte 64*v + 4*g + i of q
+//         holds element 16*g + 4*v + i (v < 4, i < 4); c[g] = -32 * bsums[g].
 // Rows are padded (with zeros) to a multiple of 64 bytes, so 64-byte-aligned
 // buffers keep every row aligned.
 size_t q_act_row_bytes(uint32_t wtype, int64_t n);

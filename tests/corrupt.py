@@ -14,7 +14,9 @@ and writes into OUT_DIR one file per case, named after the case. Three kinds:
   rewrites       the file parsed with models/gguf_reader.py, one thing changed (a
                  tensor's type, offset, shape or name, a key's value or type, a tensor
                  dropped) and serialized again by Gguf.write below, which lays the data
-                 out afresh unless an offset is forced, so each file has exactly one fault.
+                 out afresh unless an offset is forced. Unchanged, the rewrite is byte-identical
+                 to the original (checked before anything is written), so each file has
+                 exactly one fault.
 
 Which quill message each case must produce is asserted in t_loader.sh, not here.
 """
@@ -51,17 +53,16 @@ class Gguf:
         return next(t for t in self.tensors if t["name"] == name)
 
     def set_kv(self, key, value, vtype, elem_type=None):
-        enc = _encode_value(value, vtype, elem_type)
-        for e in self.kv:
-            if e[0] == key:
-                e[1], e[2] = vtype, enc
-                return
-        self.kv.append([key, vtype, enc])
+        self.set_raw(key, vtype, _encode_value(value, vtype, elem_type))
 
     def set_raw(self, key, vtype, enc):
-        """Sets a key to already encoded bytes (for values _encode_value refuses to write)."""
-        self.set_kv(key, 0, VT.UINT8)
-        next(e for e in self.kv if e[0] == key)[1:] = [vtype, enc]
+        """Sets (or adds) a key whose value is already encoded (also values that
+        _encode_value refuses to write)."""
+        for e in self.kv:
+            if e[0] == key:
+                e[1:] = [vtype, enc]
+                return
+        self.kv.append([key, vtype, enc])
 
     def drop_kv(self, key):
         self.kv = [e for e in self.kv if e[0] != key]
@@ -300,6 +301,10 @@ def main(argv):
     q8, f32, synth = (os.path.join(d, n) for n in
                       ("stories260K-Q8_0.gguf", "stories260K.gguf", "synth-llama-Q8_0.gguf"))
     out = argv[2]
+    Gguf(q8).write(os.path.join(out, "roundtrip.gguf"))
+    if open(os.path.join(out, "roundtrip.gguf"), "rb").read() != open(q8, "rb").read():
+        print("corrupt.py: rewriting %s unchanged does not reproduce it" % q8, file=sys.stderr)
+        return 1
     truncations(q8, out)
     parse_level(q8, out)
     model_level(q8, f32, synth if os.path.exists(synth) else None, out)

@@ -198,10 +198,12 @@ static size_t lane_byte(int lane, int p) { return (size_t)(64 * (p / 4) + 4 * la
 
 // q and d of element i of a row of n elements quantized for wtype.
 static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float *d) {
-    if (wtype == Q_Q6_K) {  // q[n], c[n/16], d[n/256]
+    (void)n;
+    if (wtype == Q_Q6_K) {  // 384-byte records: q[256], c[16], d
+        const uint8_t *rec = xq + (i / 256) * 384;
         const int j = (int)(i % 256);
-        memcpy(d, xq + n + n / 4 + 4 * (i / 256), 4);
-        return (int8_t)xq[256 * (i / 256) + lane_byte(j / 16, j % 16)];
+        memcpy(d, rec + 320, 4);
+        return (int8_t)rec[lane_byte(j / 16, j % 16)];
     }
     const uint8_t *unit = xq + (i / 512) * 640;
     const int L = (int)(i % 512) / 32, e = (int)(i % 32);
@@ -230,36 +232,43 @@ static double act_value(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i)
     }
 }
 
-// x = 1..32: amax 32, d = 32/127 -> fp16 0x3408 = 0.251953125 (1032/4096);
-// q = rint(x * 127/32) = rint(3.96875 x), e.g. 1->4, 3->11.90625->12,
-// 16->63.5->64 (tie, even), 20->79.375->79, 32->127.
-// x = {127, 2.5, -2.5, 0.5, 1.5, -0.5, 3.5, 0...}: amax 127, 127/amax = 1,
-// so q = rint(x) with ties to even: {127, 2, -2, 0, 2, 0, 4} (roundf would
-// give 3, -3, 1, 2, -1, 4), d = 1.0, s = Σq = 133.
+// Block 0, x = 1..32: amax 32, d = 32/127 -> fp16 0x3408 = 0.251953125
+// (1032/4096); q = rint(x * 127/32) = rint(3.96875 x), e.g. 1->4,
+// 3->11.90625->12, 16->63.5->64 (tie, even), 20->79.375->79, 32->127;
+// Σq = 2096, s = fp16(32/127 * 2096 = 528.13) = 528.
+// Block 1, x = {127, 2.5, -2.5, 0.5, 1.5, -0.5, 3.5, 0...}: amax 127,
+// 127/amax = 1, so q = rint(x) with ties to even: {127, 2, -2, 0, 2, 0, 4}
+// (roundf would give 3, -3, 1, 2, -1, 4), d = 1, s = Σq = 133.
+// Block 2, x = {1, 19 x 31}: d = 19/127 = 0.1496063 (fp16 0.149658203125),
+// q = {rint(6.684) = 7, 127...}, Σq = 3944, s = fp16(0.1496063 * 3944 =
+// 590.05) = 590 (with the fp16-rounded d it would be 590.25 -> 590.5).
+// Q8_0 rows store c = -128 Σq instead of s.
 static void test_act_q8_0_q8_1(void) {
-    float x[64] = {0};
+    float x[96] = {0};
     for (int j = 0; j < 32; j++) x[j] = (float)(j + 1);
     const float x2[7] = {127, 2.5f, -2.5f, 0.5f, 1.5f, -0.5f, 3.5f};
     memcpy(x + 32, x2, sizeof x2);
-    const struct { int j, q; } want[] = {{0, 4}, {2, 12}, {15, 64}, {19, 79}, {31, 127}, {32, 127},
-                                         {33, 2}, {34, -2}, {35, 0}, {36, 2}, {37, 0}, {38, 4}, {39, 0}};
+    for (int j = 64; j < 96; j++) x[j] = j == 64 ? 1.0f : 19.0f;
+    const struct { int j, q; } want[] = {{0, 4}, {2, 12}, {15, 64}, {19, 79}, {31, 127}, {32, 127}, {33, 2},
+                                         {34, -2}, {35, 0}, {36, 2}, {37, 0}, {38, 4}, {39, 0}, {64, 7}, {95, 127}};
+    const float dwant[3] = {0.251953125f, 1.0f, 0.149658203125f}, swant[3] = {528, 133, 590};
+    const int sums[3] = {2096, 133, 3944};
     for (int k = 0; k < 2; k++) {
         const uint32_t wt = k ? Q_Q4_1 : Q_Q8_0;  // Q8_1 / Q8_0 activations
-        uint8_t *xq = xmalloc(q_act_row_bytes(wt, 64));
-        q_quantize_act(wt, x, xq, 64);
-        float d0, d1;
+        const char *name = k ? "Q8_1" : "Q8_0";
+        uint8_t *xq = xmalloc(q_act_row_bytes(wt, 96));
+        q_quantize_act(wt, x, xq, 96);
+        float d;
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-            const int q = act_q(wt, xq, 64, want[i].j, &d0);
-            if (q != want[i].q) fail("%s: x[%d]=%g -> q %d, want %d", k ? "Q8_1" : "Q8_0", want[i].j, x[want[i].j], q, want[i].q);
+            const int q = act_q(wt, xq, 96, want[i].j, &d);
+            if (q != want[i].q) fail("%s: x[%d]=%g -> q %d, want %d", name, want[i].j, x[want[i].j], q, want[i].q);
         }
-        act_q(wt, xq, 64, 0, &d0);
-        act_q(wt, xq, 64, 32, &d1);
-        if (d0 != 0.251953125f || d1 != 1.0f) fail("Q8_%d d = %g, %g; want 0.251953125, 1", k, d0, d1);
-        if (k && act_ws(xq, 32) != 133.0f) fail("Q8_1 s = %g, want 133", act_ws(xq, 32));
-        if (!k && (act_wi(xq, 32) != -128 * 133 || act_wi(xq, 0) != -128 * 2096))
-            fail("Q8_0 c = %d, %d; want %d, %d", act_wi(xq, 0), act_wi(xq, 32), -128 * 2096, -128 * 133);
-        // block 0: Σ rint(3.96875 x) for x = 1..32 = 2096; d*Σq = 32/127*2096 = 528.12 -> fp16 528.0
-        if (k && act_ws(xq, 0) != 528.0f) fail("Q8_1 s = %g, want 528", act_ws(xq, 0));
+        for (int b = 0; b < 3; b++) {
+            act_q(wt, xq, 96, 32 * b, &d);
+            if (d != dwant[b]) fail("%s block %d: d = %.9g, want %.9g", name, b, d, dwant[b]);
+            if (k && act_ws(xq, 32 * b) != swant[b]) fail("Q8_1 block %d: s = %g, want %g", b, act_ws(xq, 32 * b), swant[b]);
+            if (!k && act_wi(xq, 32 * b) != -128 * sums[b]) fail("Q8_0 block %d: c = %d, want %d", b, act_wi(xq, 32 * b), -128 * sums[b]);
+        }
         free(xq);
     }
 }
@@ -297,10 +306,11 @@ static void test_act_q8_K(void) {
             if (d != dwant[i]) fail("Q8_K for %s: d at %d = %g, want %g", name, dat[i], d, dwant[i]);
         }
         if (k == 0) {
-            int32_t c[48];
-            memcpy(c, xq + 768, sizeof c);
-            if (c[0] != 4192 || c[1] != -128 || c[2] != 0 || c[16] != 0 || c[18] != -1024 || c[32] != 0)
-                fail("Q8_K for Q6_K: c %d %d %d %d %d %d, want 4192 -128 0 0 -1024 0", c[0], c[1], c[2], c[16], c[18], c[32]);
+            int32_t c[3][16];
+            for (int b = 0; b < 3; b++) memcpy(c[b], xq + 384 * b + 256, sizeof c[b]);
+            if (c[0][0] != 4192 || c[0][1] != -128 || c[0][2] != 0 || c[1][0] != 0 || c[1][2] != -1024 || c[2][0] != 0)
+                fail("Q8_K for Q6_K: c %d %d %d %d %d %d, want 4192 -128 0 0 -1024 0", c[0][0], c[0][1], c[0][2],
+                     c[1][0], c[1][2], c[2][0]);
         } else if (act_ws(xq, 0) != 254.0f || act_ws(xq, 32) != 0.0f || act_ws(xq, 256) != 0.0f ||
                    act_ws(xq, 288) != 32 / 31.75f || act_ws(xq, 512) != 0.0f) {
             fail("Q8_K for Q4_K: s %g %g %g %g %g, want 254 0 0 %g 0", act_ws(xq, 0), act_ws(xq, 32),
@@ -454,37 +464,44 @@ static void test_matmul(void) {
 
 // ------------------------------------------------------------------- bench
 
+// Single-thread speeds over a 8192 x 2048 weight matrix: the decode matvec
+// (GB/s of weights streamed), a 64-token product called as cpu.c does (64-row
+// slices), and activation quantization. Best of several runs: the machine
+// may be shared.
 static void bench(void) {
     static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32};
     const int64_t n = 2048;
     const int rows = 8192, ntok = 64;
     rng_t r = {42};
-    printf("q_matmul, one thread, %s; weights %d x %lld\n", q_simd_name(), rows, (long long)n);
-    printf("%-5s %12s %14s %16s\n", "type", "matvec GB/s", "matvec GMAC/s", "64-token GMAC/s");
+    printf("q_matmul, one thread, %s; weights %d x %lld; best of 10 (matvec), 3 (64 tokens)\n", q_simd_name(), rows,
+           (long long)n);
+    printf("%-5s %12s %14s %16s %16s\n", "type", "matvec GB/s", "matvec GMAC/s", "64-token GMAC/s", "quantize ns/el");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
         const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n);
         uint8_t *w = xmalloc(rb * rows), *xq = xmalloc(xs * ntok);
-        float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * rows * ntok);
+        float *x = xmalloc(sizeof(float) * n * ntok), *y = xmalloc(sizeof(float) * rows * ntok);
         for (int i = 0; i < rows; i++) random_row(&r, type, w + i * rb, n);
-        for (int t = 0; t < ntok; t++) {
-            for (int64_t i = 0; i < n; i++) x[i] = (float)gauss(&r);
-            q_quantize_act(type, x, xq + t * xs, n);
+        for (int64_t i = 0; i < n * ntok; i++) x[i] = (float)gauss(&r);
+        double bestq = 1e9, best1 = 1e9, bestt = 1e9;
+        for (int rep = 0; rep < 3; rep++) {
+            const double t0 = now_sec();
+            for (int t = 0; t < ntok; t++) q_quantize_act(type, x + t * n, xq + t * xs, n);
+            bestq = fmin(bestq, now_sec() - t0);
         }
-        double best1 = 1e9, bestt = 1e9;
-        for (int rep = 0; rep < 5; rep++) {
-            double t0 = now_sec();
+        for (int rep = 0; rep < 10; rep++) {
+            const double t0 = now_sec();
             q_matmul(type, n, w, rb, rows, xq, xs, 1, y, rows);
             best1 = fmin(best1, now_sec() - t0);
         }
-        for (int rep = 0; rep < 2; rep++) {
-            double t0 = now_sec();
-            for (int r0 = 0; r0 < rows; r0 += 64)  // as cpu.c calls it: 64-row slices
+        for (int rep = 0; rep < 3; rep++) {
+            const double t0 = now_sec();
+            for (int r0 = 0; r0 < rows; r0 += 64)
                 q_matmul(type, n, w + (size_t)r0 * rb, rb, 64, xq, xs, ntok, y + r0, rows);
             bestt = fmin(bestt, now_sec() - t0);
         }
-        printf("%-5s %12.1f %14.1f %16.1f\n", qtype_get(type)->name, rb * rows / best1 / 1e9,
-               (double)n * rows / best1 / 1e9, (double)n * rows * ntok / bestt / 1e9);
+        printf("%-5s %12.1f %14.1f %16.1f %16.2f\n", qtype_get(type)->name, rb * rows / best1 / 1e9,
+               (double)n * rows / best1 / 1e9, (double)n * rows * ntok / bestt / 1e9, bestq / (n * ntok) * 1e9);
         free(w), free(xq), free(x), free(y);
     }
 }
@@ -501,6 +518,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("q_simd_name: %s\n", q_simd_name());
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/models/gguf", shared);
+    if (access(probe, R_OK) != 0) fail("shared data not found at %s (set SHARED)", probe);
     test_fp16_exhaustive();
     test_bf16();
     test_fp16_rounding(dir);
