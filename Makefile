@@ -9,7 +9,7 @@ BUILD   ?= build
 OPT     ?= -O3 -march=native
 SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g $(CFLAGS)
-LDLIBS  := -lm -fopenmp $(SAN) $(LDLIBS)
+LDLIBS  := -lm -fopenmp -lpcre2-8 $(SAN) $(LDLIBS)
 
 LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)

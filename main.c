@@ -33,6 +33,8 @@ typedef struct {
     int n_ctx;              // -c (0: model default)
     int n_threads;          // -t (0: all cores)
     int echo, quiet, no_bos;
+    int special;            // --special: control tokens written in the text are tokens
+    int ids_only;           // tokenize: --ids
     const char *stops[MAX_STOPS];
     int n_stops;
     const char *stats_json;
@@ -68,6 +70,7 @@ static void usage(FILE *out) {
         "       quill info MODEL.gguf\n"
         "       quill ppl -m MODEL.gguf -f TEXT [-c 512] [-t N]\n"
         "       quill bench -m MODEL.gguf [-p 512] [-n 128] [-t N]\n"
+        "       quill tokenize -m MODEL.gguf [--ids] [--no-bos] [--special] [TEXT]\n"
         "\n"
         "Generates a continuation of PROMPT (the arguments, else -f FILE, else stdin when it is\n"
         "not a terminal). Only generated text goes to stdout; a stats line goes to stderr.\n"
@@ -90,6 +93,8 @@ static void usage(FILE *out) {
         "      --stop STR         stop when STR is generated (not printed); repeatable\n"
         "      --echo             print the prompt before the generated text\n"
         "      --no-bos           do not prepend the BOS token\n"
+        "      --special          control tokens written in the prompt (e.g. <s>) are tokens\n"
+        "      --ids              (tokenize) print only the ids, on one line\n"
         "      --stats-json FILE  also write the stats as JSON to FILE\n"
         "  -q, --quiet            print nothing on stderr but errors\n"
         "  -p N, -n N             (bench) prompt and generated tokens to time\n"
@@ -162,6 +167,8 @@ static void parse_options(options *o, int argc, char **argv, int first) {
             o->n_stops++;
         } else if (!strcmp(a, "--echo")) o->echo = 1;
         else if (!strcmp(a, "--no-bos")) o->no_bos = 1;
+        else if (!strcmp(a, "--special")) o->special = 1;
+        else if (!strcmp(a, "--ids")) o->ids_only = 1;
         else if (!strcmp(a, "--stats-json")) o->stats_json = ARG();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--")) { while (++i < argc) words[n_words++] = argv[i]; }
@@ -311,7 +318,7 @@ static void load(const options *o, model **m, tokenizer **tok) {
 static int32_t *tokenize(const options *o, const tokenizer *tok, const char *text, size_t len, int *n) {
     char err[ERR_LEN];
     int32_t *ids;
-    if (tok_encode(tok, text, len, !o->no_bos && tok_add_bos(tok), 0, &ids, n, err)) die("%s", err);
+    if (tok_encode(tok, text, len, !o->no_bos && tok_add_bos(tok), o->special, &ids, n, err)) die("%s", err);
     return ids;
 }
 
@@ -610,11 +617,43 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+// ---- tokenize -------------------------------------------------------------
+
+// Prints the token ids of TEXT (arguments, -f, or stdin), or "id<TAB>piece" per
+// line. Reads only the vocabulary, so vocabulary-only GGUF files work.
+static int cmd_tokenize(int argc, char **argv) {
+    options o;
+    parse_options(&o, argc, argv, 2);
+    if (!o.model) die("usage: quill tokenize -m MODEL.gguf [--ids] [--no-bos] [TEXT]");
+    size_t len;
+    char *text = read_prompt(&o, &len);
+    gguf_file f;
+    tokenizer *tok;
+    char err[ERR_LEN];
+    if (gguf_open(&f, o.model, err)) die("%s", err);
+    if (tok_load(&tok, &f, err)) die("%s: %s", o.model, err);
+    gguf_close(&f);
+    int n;
+    int32_t *ids = tokenize(&o, tok, text, len, &n);
+    for (int i = 0; i < n; i++) {
+        if (o.ids_only) printf("%s%d", i ? " " : "", ids[i]);
+        else printf("%d\t%s\n", ids[i], tok_piece(tok, ids[i]));
+    }
+    if (o.ids_only) putchar('\n');
+    if (fflush(stdout)) die("cannot write the output: %s", strerror(errno));
+    free(ids);
+    free(text);
+    free((char *)o.prompt);
+    tok_free(tok);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);  // a closed stdout shows up as a write error: end quietly
     if (argc >= 2 && !strcmp(argv[1], "info")) return cmd_info(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "ppl")) return cmd_ppl(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "bench")) return cmd_bench(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "tokenize")) return cmd_tokenize(argc, argv);
     options o;
     parse_options(&o, argc, argv, 1);
     int rc = cmd_generate(&o);

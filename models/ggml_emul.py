@@ -303,19 +303,22 @@ def kernel_dot(W, x, path):
         return hsum8(fma_chain(np.broadcast_to(d[..., None], lanes.shape), lanes))
     bs32 = qa.reshape(-1, 8, 32).sum(axis=2)
     if t == Q5_K or (t == Q4_K and path == "vec"):                   # vec_dot_q{4,5}_K_q8_K (AVX2)
-        if t == Q4_K:
-            raise NotImplementedError("Q4_K vec_dot (only the repacked path is emulated)")
         # lane t: elements 32s + 4t + u of each sub-block s
         lanes = np.einsum("rbstu,bstu->rbt", k["scq"].reshape(R, -1, 8, 8, 4), qa.reshape(-1, 8, 8, 4))
         lanes = lanes.astype(f32).astype(np.float64)
-        imin = np.einsum("rbs,bs->rb", k["mn"], bs32).astype(f32).astype(np.float64)
         d = (da[None, :] * k["d"]).astype(f32).astype(np.float64)
         dmin = -(da[None, :] * k["dmin"]).astype(f32).astype(np.float64)
-        acc = fma_chain(np.broadcast_to(d[..., None], lanes.shape), lanes)
+        acc = hsum8(fma_chain(np.broadcast_to(d[..., None], lanes.shape), lanes))
+        if t == Q4_K:   # acc_m: 4 lanes m[2p]*bsum[2p] + m[2p+1]*bsum[2p+1], fma per super-block
+            prod = np.einsum("rbpv,bpv->rbp", k["mn"].reshape(R, -1, 4, 2), bs32.reshape(-1, 4, 2))
+            am = fma_chain(np.broadcast_to(dmin[..., None], prod.shape), prod.astype(f32).astype(np.float64))
+            am = ((am[:, 0] + am[:, 2]).astype(f32) + (am[:, 1] + am[:, 3]).astype(f32)).astype(f32)
+            return (acc + am).astype(f32)
+        imin = np.einsum("rbs,bs->rb", k["mn"], bs32).astype(f32).astype(np.float64)
         summs = np.zeros(R, f32)
         for i in range(imin.shape[1]):                               # summs += dmin * imin
             summs = fma32(dmin[:, i], imin[:, i], summs)
-        return (hsum8(acc) + summs).astype(f32)
+        return (acc + summs).astype(f32)
     # Q4_K repacked (q4_K_8x8): gemv = one fma per super-block, gemm = one per 64 elements
     D = (da[None, :] * k["d"]).astype(f32).astype(np.float64)
     Dm = (da[None, :] * k["dmin"]).astype(f32).astype(np.float64)
