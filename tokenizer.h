@@ -1,8 +1,10 @@
 // tokenizer.h — text ⇄ token ids, from the vocabulary stored in a GGUF file.
 //
 // Models: `llama` (SentencePiece: scores, byte fallback <0xNN>, the leading
-// space "▁" rule). Byte-level BPE (`gpt2`) joins in a later issue behind the
-// same interface.
+// space "▁" rule) and `gpt2` (byte-level BPE: merge ranks, GPT-2's byte-to-
+// unicode map, a regex pre-tokenizer named by tokenizer.ggml.pre — "default",
+// "gpt-2", "llama-bpe", "qwen2", "starcoder" and the names llama.cpp treats as
+// the same). Needs PCRE2 (-lpcre2-8).
 #ifndef QUILL_TOKENIZER_H
 #define QUILL_TOKENIZER_H
 
@@ -21,25 +23,31 @@ void tok_free(tokenizer *t);
 int tok_n_vocab(const tokenizer *t);
 int tok_bos(const tokenizer *t);       // -1 if none
 int tok_eos(const tokenizer *t);       // -1 if none
-int tok_add_bos(const tokenizer *t);   // tokenizer.ggml.add_bos_token (default 1 for llama)
+int tok_add_bos(const tokenizer *t);   // tokenizer.ggml.add_bos_token (default, as in llama.cpp:
+                                       // 1 for llama and llama-bpe, 0 for other BPE vocabularies)
 int tok_is_eog(const tokenizer *t, int32_t id);  // end of generation (EOS, EOT, ...)
-const char *tok_model_name(const tokenizer *t);  // "llama"
+const char *tok_model_name(const tokenizer *t);  // "llama" or "gpt2"
+const char *tok_pre_name(const tokenizer *t);    // BPE pre-tokenizer ("llama-bpe", ...); "" for llama
 
 // Encodes len bytes of text. add_bos prepends BOS when the vocabulary has one.
 // parse_special: control/user-defined tokens written in the text become single
 // tokens; otherwise they are plain text (user-defined tokens are matched either
 // way, as in llama.cpp). *ids is malloc'd (caller frees).
-// Invalid UTF-8 is encoded byte by byte (byte fallback), never rejected.
+// Invalid UTF-8 is encoded byte by byte, never rejected: SentencePiece by byte
+// fallback; BPE makes every byte that starts no valid character a word of its
+// own (the pre-tokenizer regexes only see valid UTF-8), so decoding gives the
+// bytes back exactly.
 int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, int *n_ids, char *err);
 
-// The bytes token `id` stands for when decoded ("▁" → " ", <0x0A> → "\n").
+// The bytes token `id` stands for when decoded ("▁" → " ", <0x0A> → "\n"; for
+// BPE, GPT-2's stand-in characters back to their bytes: "Ġ" → " ").
 // Control tokens (BOS/EOS) decode to nothing. Returns the byte count written
 // (at most cap) or -1 for an id out of range. `prev` is the previous token
 // (-1 at the start): SentencePiece drops the leading space of the first piece
 // after BOS. (Precisely: when add_space_prefix, one leading space is dropped at
 // the start, prev = -1, and after any control/user-defined/unknown token — the
-// places where tok_encode adds one — so decode(encode(s)) == s.)
+// places where tok_encode adds one — so decode(encode(s)) == s. BPE ignores prev.)
 int tok_decode(const tokenizer *t, int32_t prev, int32_t id, char *buf, size_t cap);
 
 // The raw piece string of id (for `quill tokenize` and info), NUL-terminated;

@@ -1,40 +1,52 @@
 """ggml_emul.py — a numpy forward pass that rounds the way llama.cpp's CPU backend does.
 
-npllama.py computes in float64 and answers "is the model right?". This file answers
-"what would llama.cpp print?": every step that ggml rounds is rounded the same way, each
-behind a switch, so a greedy divergence can be pinned on one rounding.
+npllama.py computes in float64 and answers "is the model right?". This file answers "what
+would llama.cpp print?": every step ggml rounds is rounded the same way, bit for bit where
+it matters, each behind a switch, so a greedy divergence can be pinned on one rounding.
+Written from ggml's CPU sources (ops.cpp, vec.h/vec.cpp, simd-mappings.h, arch/x86/quants.c,
+arch/x86/repack.cpp, repack.cpp, llamafile/sgemm.cpp, ggml-quants.c) and llama.cpp's graph.
 
-What is emulated (written from ggml's CPU sources: ops.cpp, vec.h/vec.cpp, arch/x86/quants.c,
-arch/x86/repack.cpp, ggml-quants.c; src/llama-graph.cpp):
-  * weights: exact dequantization (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K), held as float64
-    (every dequantized value is exact in float64 and in float32).
-  * matmul activations: quantized to the weight type's vec_dot_type —
-      Q8_0 (Q4_0/Q8_0 weights; AVX2 quantize_row_q8_0): amax per 32, d = fp16(amax/127),
-        q = rint(x * (127/amax)) (round half even);
-      Q8_K (K-quants; quantize_row_q8_K_ref, which x86 uses): max = the element of largest
-        |x| (first one), iscale = -127/max, q = min(127, rint(iscale*x)), d = 1/iscale;
-      F16/BF16 weights: activations rounded to F16/BF16.
-    The integer block sums are exact in ggml (maddubs/madd never saturate for these types), so
-    the dot is sum(d_w*d_a*isum): computed here in float64 and rounded once to float32
-    (ggml rounds d_w*d_a and accumulates in float32 lanes; that order is NOT emulated and
-    moves results by ~1e-7 relative).
-  * RMSNorm: float32 squares summed in double, mean and scale = 1/sqrtf(mean+eps) in float32,
-    y = (x*scale)*w in float32.
-  * RoPE: ggml's cache (theta = pos, theta *= powf(base, -2/n_rot) per pair in float32,
-    cosf/sinf from the C library), x0*c - x1*s in float32 (optionally FMA-contracted).
-  * K and V stored as fp16; flash attention as ggml_compute_forward_flash_attn_ext_f16_one_chunk:
-    q rounded to fp16, s = ggml_vec_dot_f16(k, q) with its AVX2 (or AVX-512) lane order and
-    reduction, times scale; online softmax with expf; V accumulator in fp16 (scale pass and
-    mad pass each round to fp16); S in float32; out = fp32(VKQ) * (1/S).
-  * SwiGLU: ggml_vec_swiglu_f32 — silu through ggml_v_expf (AVX2 or AVX-512 polynomial, FMA
-    emulated), x/(1+e), times up, all float32.
-  * residual adds, biases (qwen2), per-head q/k RMSNorm (qwen3): float32.
+Why bit-exactness: on these random-weight models one flipped rounding of one int8
+activation moves the logits by ~0.1-0.3, more than the top-2 margin at many steps. With the
+defaults below (a native gcc/clang build on an AVX-512 x86 machine) this reproduces all 14
+rows of ../shared/golden/synth.tsv; dropping any one of --isa avx512, --rope-fma first or
+--accum kernel loses 1-4 rows.
 
-Switches (see --help): --no-act-quant, --attn {fa16,f32,nofa}, --isa {avx2,avx512},
---silu {vexpf,libm}, --rope-fma {none,first,second}, --rms {ggml,f64}.
+What is emulated:
+  * weights: exact dequantization (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K); token embeddings
+    through it (get_rows); matmuls through the integer parts.
+  * matmul activations quantized to the weight's vec_dot_type: Q8_0 (AVX2 quantize_row_q8_0:
+    d = fp16(amax/127), q = rint(x*(127/amax))) or Q8_K (quantize_row_q8_K_ref: iscale =
+    -127/max with max the first element of largest |x|, q = min(127, rint(iscale*x)),
+    d = 1/iscale).
+  * matmul accumulation (--accum kernel), per x86 kernel; integer sums are exact:
+      Q8_0 (vec_dot_q8_0_q8_0, tinyBLAS_Q0_AVX for batches): 8 lanes of 4 consecutive
+        products per 32-block, lane = fmaf(d_w*d_x, lane_sum, lane), hsum_float_8;
+      Q4_0 repacked q4_0_8x8 gemv/gemm: acc = fmaf(block_sum, d_w*d_x, acc) per 32-block;
+      Q4_K repacked q4_K_8x8: separate scale and min accumulators with factor
+        f32(fp16(d)*d_x), one fma per super-block (gemv, n%4 leftover rows) or per 64 elements
+        (gemm, the first 4*(n//4) rows of a batch), result = acc - acc_min;
+      Q5_K / Q6_K (and Q4_K with --no-repack) vec_dot AVX2: 8 int32 lanes with the kernel's
+        element sets (Q6_K subtracts 32*scale*bsum per lane), d = f32(d_x*fp16(d_w)),
+        hsum_float_8, Q5_K mins through fmaf(dmin, imin, summs), Q4_K mins in 4 lanes.
+    --accum f64 instead sums exactly and rounds once.
+  * llama.cpp's graph: the prompt is one batch; in the last layer only the output row goes
+    through the FFN (so it takes the gemv path of a repacked type).
+  * RMSNorm: float32 squares summed in double, mean and 1/sqrtf(mean+eps) in float32,
+    y = (x*scale)*w.
+  * RoPE: ggml's cache (theta = pos, theta *= powf(base, -2/n_rot) per pair in float32, libm
+    cosf/sinf); x0*c - x1*s contracted as fmaf(x0, c, -(x1*s)) like a C++ build (--rope-fma).
+  * K and V stored as fp16; flash attention (ggml_compute_forward_flash_attn_ext_f16_one_chunk):
+    q to fp16, s = ggml_vec_dot_f16(k, q) in the build's lane order (--isa), times scale;
+    online softmax with expf; V accumulator in fp16 (scale pass and mad pass each round to
+    fp16); S = fmaf(S, ms, vs); out = fp32(VKQ) * (1/S).
+  * SwiGLU: silu through ggml_v_expf (AVX-512 or AVX2 polynomial), x/(1+e), times up.
+  * residual adds, qwen2 biases, qwen3 per-head q/k RMSNorm in float32.
 
-    /usr/bin/python3 models/ggml_emul.py MODEL.gguf "PROMPT" -n 16 [--top2]
-    /usr/bin/python3 models/ggml_emul.py --golden ../shared/golden/synth.tsv [--top2]
+    /usr/bin/python3 models/ggml_emul.py MODEL.gguf "PROMPT" -n 16 [--top2] [--dump F.npy]
+    /usr/bin/python3 models/ggml_emul.py --golden ../shared/golden/synth.tsv [--forced] [--top2]
+--forced teacher-forces the golden text and lists every step where the golden token is not
+the emulation's argmax. Each row takes a few seconds.
 """
 import argparse
 import ctypes
@@ -258,7 +270,7 @@ def hsum8(v):
     return ((r[..., 0] + r[..., 2]).astype(f32) + (r[..., 1] + r[..., 3]).astype(f32)).astype(f32)
 
 
-def q8_blocks(x, bs):
+def q8_blocks(x, bs, ref=False):
     """Integer q and scale d of an activation row as quantize_row_q8_0 (bs 32, AVX2) or
     quantize_row_q8_K (bs 256) produce them: q [nb, bs], d [nb] (float64 holding the exact
     fp16 / float32 scale)."""
@@ -267,8 +279,12 @@ def q8_blocks(x, bs):
         amax = np.abs(x).max(axis=1)
         d = (amax / f32(127)).astype(f32)
         with np.errstate(divide="ignore"):
-            idv = np.where(amax != 0, f32(127) / amax, f32(0)).astype(f32)
-        q = np.rint((x * idv[:, None]).astype(f32))
+            if ref:   # quantize_row_q8_0_ref: id = 1/d, roundf (half away from zero)
+                idv = np.where(d != 0, f32(1) / d, f32(0)).astype(f32)
+            else:
+                idv = np.where(amax != 0, f32(127) / amax, f32(0)).astype(f32)
+        v = (x * idv[:, None]).astype(f32)
+        q = np.trunc(v + np.copysign(f32(0.5), v)) if ref else np.rint(v)
         return q.astype(np.float64), d.astype(np.float16).astype(np.float64)
     idx = np.abs(x).argmax(axis=1)
     mx = x[np.arange(x.shape[0]), idx]
@@ -279,13 +295,13 @@ def q8_blocks(x, bs):
     return q.astype(np.float64), d.astype(np.float64)
 
 
-def kernel_dot(W, x, path):
+def kernel_dot(W, x, path, q8_0_ref=False):
     """One activation row x [cols] float32 against every row of W with the f32 accumulation
     order of llama.cpp's x86 kernel; path: 'vec' (vec_dot / tinyBLAS), 'gemv', 'gemm'
     (repacked Q4_0 / Q4_K). Returns float32 [rows]."""
     k, R, t = W.k, W.rows, W.type
     if t in (Q8_0, Q4_0):
-        qa, da = q8_blocks(x, 32)                                    # [nb, 32], [nb]
+        qa, da = q8_blocks(x, 32, q8_0_ref)                          # [nb, 32], [nb]
         D = k["d"] * da[None, :]                                     # fp16*fp16: exact
         if t == Q4_0 and path != "vec":                              # q4_0_8x8 gemv/gemm
             isum = np.einsum("rbe,be->rb", k["q"], qa)
@@ -349,7 +365,7 @@ def v_expf(x, isa):
     b = fma32(-n, _C["ln2lo"], fma32(-n, _C["ln2hi"], x))
     u = (b * b).astype(f32)
     p = fma32(fma32(_C["c5"], b, _C["c4"]), u, fma32(_C["c3"], b, _C["c2"]))
-    if isa == "avx512":
+    if isa == "avx512":     # any other value: the AVX2 flavour
         j = fma32(p, u, fma32(_C["c1"], b, f32(1)))
         with np.errstate(over="ignore", under="ignore"):
             res = np.ldexp(j, n.astype(np.int32)).astype(f32)           # scalef: exact scaling
@@ -439,7 +455,7 @@ class Emul:
             out = np.empty((n, W.rows), f32)
             for i in range(n):
                 path = "vec" if not repacked else ("gemm" if n > 3 and i < n - n % 4 else "gemv")
-                out[i] = kernel_dot(W, x[i], path)
+                out[i] = kernel_dot(W, x[i], path, self.opt.q8_0 == "ref")
             return out
         if not self.opt.act_quant:
             xa = x.astype(np.float64)
@@ -508,6 +524,12 @@ class Emul:
         Returns float32 [T] with the lane order and reduction of the AVX2 / AVX-512 kernel."""
         T, D = K.shape
         P = (K * q).astype(f32)                    # products of two fp16: exact in float32
+        if self.opt.isa == "seq8":                 # one 8-lane accumulator (quill's dot_f16)
+            acc = np.zeros((T, 8), f32)
+            for i in range(0, D - D % 8, 8):
+                acc = (acc + P[:, i:i + 8]).astype(f32)
+            res = hsum8(acc).astype(np.float64)
+            return (res + P[:, D - D % 8:].astype(np.float64).sum(axis=1)).astype(f32)
         epr = 16 if self.opt.isa == "avx512" else 8
         step = 4 * epr
         npd = D - D % step
@@ -672,9 +694,10 @@ def options(argv=None):
     ap.add_argument("--q8-0", choices=("avx2", "ref"), default="avx2",
                     help="Q8_0 activation quantizer: AVX2 (127/amax, RNE) or scalar ref (1/d, roundf)")
     ap.add_argument("--attn", choices=("fa16", "f32", "nofa"), default="fa16",
-                    help="fa16: ggml CPU flash attention; nofa: kq f32, softmax, probs->f16; f32: float64 softmax, f32 KV")
-    ap.add_argument("--isa", choices=("avx2", "avx512"), default="avx512",
-                    help="SIMD flavour of llama.cpp's build: vec_dot_f16 lane order and ggml_v_expf")
+                    help="fa16: ggml CPU flash attention; nofa (approximate): kq, softmax, probs->f16, f16 V dot; f32: float64 softmax, f32 KV")
+    ap.add_argument("--isa", choices=("avx2", "avx512", "seq8"), default="avx512",
+                    help="SIMD flavour of llama.cpp's build: vec_dot_f16 lane order and ggml_v_expf "
+                         "(seq8: one 8-lane accumulator, as quill's dot_f16; AVX2 expf)")
     ap.add_argument("--silu", choices=("vexpf", "libm"), default="vexpf")
     ap.add_argument("--rope-fma", choices=("none", "first", "second"), default="first",
                     help="RoPE x0*c - x1*s contraction: first = fmaf(x0, c, -(x1*s)) (gcc/clang "
