@@ -307,27 +307,32 @@ static void attention_block(model *m, const layer_weights *L, int l, int n, int 
     o->add(b, m->x, m->xb, (size_t)n * c->dim);
 }
 
-// Feed-forward block: x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
-static void ffn_block(model *m, const layer_weights *L, int n) {
+// Feed-forward block on n rows of the residual stream x:
+// x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
+static void ffn_block(model *m, const layer_weights *L, float *x, int n) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
     const model_config *c = &m->cfg;
-    o->rmsnorm(b, m->xb, m->x, &L->ffn_norm, n, c->dim, c->rms_eps);
+    o->rmsnorm(b, m->xb, x, &L->ffn_norm, n, c->dim, c->rms_eps);
     o->matmul(b, m->hb, &L->w_gate, m->xb, n);
     o->matmul(b, m->hb2, &L->w_up, m->xb, n);
     o->swiglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
     o->matmul(b, m->xb, &L->w_down, m->hb, n);
-    o->add(b, m->x, m->xb, (size_t)n * c->dim);
+    o->add(b, x, m->xb, (size_t)n * c->dim);
 }
 
-// Runs n <= n_batch tokens through every layer; the residual stream ends in x.
-static void forward_batch(model *m, const int32_t *ids, int n) {
-    const int pos0 = m->kv.len;
+// Runs n <= n_batch tokens through every layer. Only rows keep..n-1 of the
+// residual stream are needed afterwards (for logits), so the last layer's
+// feed-forward block runs on those alone, as llama.cpp does; every row's K
+// and V still reach the cache.
+static void forward_batch(model *m, const int32_t *ids, int n, int keep) {
+    const int pos0 = m->kv.len, last = m->cfg.n_layers - 1;
     for (int i = 0; i < n; i++) m->pos[i] = pos0 + i;
     m->ops->embed(m->be, m->x, &m->tok_embd, ids, n);
-    for (int l = 0; l < m->cfg.n_layers; l++) {
+    for (int l = 0; l <= last; l++) {
         attention_block(m, &m->layers[l], l, n, pos0);
-        ffn_block(m, &m->layers[l], n);
+        if (l < last) ffn_block(m, &m->layers[l], m->x, n);
+        else if (keep < n) ffn_block(m, &m->layers[l], m->x + (size_t)keep * m->cfg.dim, n - keep);
     }
     m->kv.len += n;
 }
@@ -355,7 +360,7 @@ int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *lo
             return errf(err, "token id %d is outside the vocabulary (%d)", ids[i], m->cfg.n_vocab);
     for (int done = 0; done < n;) {
         int nb = n - done < m->n_batch ? n - done : m->n_batch;
-        forward_batch(m, ids + done, nb);
+        forward_batch(m, ids + done, nb, all_logits ? 0 : done + nb == n ? nb - 1 : nb);
         if (all_logits)
             output_logits(m, 0, nb, logits + (size_t)done * m->cfg.n_vocab);
         else if (done + nb == n)
