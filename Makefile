@@ -43,7 +43,10 @@ models:
 	@if [ -d $(SHARED)/models ]; then $(PYTHON) models/convert.py --shared $(SHARED) --out models; \
 	else echo "make models: $(SHARED)/models not found; skipping the demo models" >&2; fi
 
-test: test-fast test-asan
+# The two runs one after the other (each builds with the jobs make was given).
+test:
+	$(MAKE) --no-print-directory test-fast
+	$(MAKE) --no-print-directory test-asan
 
 test-fast: $(BUILD)/quill $(TEST_BIN) models
 	tests/run.sh $(BUILD) $(SHARED)
