@@ -153,8 +153,9 @@ static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, con
             for (int p = 0; p < half; p++) {
                 int a = rc->neox ? p : 2 * p, c = rc->neox ? p + half : 2 * p + 1;
                 float x0 = v[a], x1 = v[c];
-                v[a] = x0 * cs[p] - x1 * sn[p];
-                v[c] = x0 * sn[p] + x1 * cs[p];
+                // contracted as gcc compiles llama.cpp's C++ (fp-contract=fast)
+                v[a] = fmaf(x0, cs[p], -(x1 * sn[p]));
+                v[c] = fmaf(x0, sn[p], x1 * cs[p]);
             }
         }
     }
@@ -171,22 +172,30 @@ static void cpu_kv_store(backend *b, void *kcache, void *vcache, const float *k,
     }
 }
 
-// dot(a, b) with b in fp16.
+// dot(a, b) with a holding fp16 values and b in fp16, summed in the lane
+// order of llama.cpp's AVX-512 ggml_vec_dot_f16 so near-tied attention
+// scores round the same way: 4 accumulators of 16 lanes over steps of 64
+// elements, reduced (0+2)+(1+3), then 16 -> 8 -> 4 lanes and (0+2)+(1+3);
+// the tail after the last full step is added in double. Every product of two
+// fp16 values is exact in float, so a plain add equals ggml's fma; the lane
+// loops vectorize without any reassociation.
 static float dot_f16(const float *a, const uint16_t *b, int n) {
-    int i = 0;
-    float s = 0;
-#if defined(__F16C__) && defined(__AVX2__)
-    __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i),
-                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), acc);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    s = _mm_cvtss_f32(h);
-#endif
-    for (; i < n; i++) s += a[i] * fp16_to_f32(b[i]);
-    return s;
+    const int np = n & ~63;
+    double sum = 0;
+    if (np > 0) {
+        float acc[4][16] = {{0}};
+        for (int i = 0; i < np; i += 64)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 16; l++)
+                    acc[j][l] += a[i + 16 * j + l] * fp16_to_f32(b[i + 16 * j + l]);
+        float r[16], h[4];
+        for (int l = 0; l < 16; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+        for (int l = 0; l < 8; l++) r[l] += r[l + 8];
+        for (int l = 0; l < 4; l++) h[l] = r[l] + r[l + 4];
+        sum = (h[0] + h[2]) + (h[1] + h[3]);
+    }
+    for (int i = np; i < n; i++) sum += (double)(a[i] * fp16_to_f32(b[i]));
+    return (float)sum;
 }
 
 // acc = fp16(acc * scale + w * b): an fp16 accumulator updated in float and

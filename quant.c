@@ -10,6 +10,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -323,7 +324,7 @@ static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * 
 #define K16_C 256
 #define K16_D 320
 
-enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16 };
+enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K4, ACT_K16 };
 
 static enum act_layout act_layout_of(uint32_t wtype) {
     switch (wtype) {
@@ -332,7 +333,8 @@ static enum act_layout act_layout_of(uint32_t wtype) {
     case Q_BF16: return ACT_BF16;
     case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: return ACT_Q8_0;
     case Q_Q4_1: case Q_Q5_1: return ACT_Q8_1;
-    case Q_Q4_K: case Q_Q5_K: return ACT_K32;
+    case Q_Q5_K: return ACT_K32;
+    case Q_Q4_K: return ACT_K4;
     case Q_Q6_K: return ACT_K16;
     default: return ACT_NONE;
     }
@@ -342,7 +344,7 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     switch (act_layout_of(wtype)) {
     case ACT_F32: case ACT_F16: return (size_t)round_up(4 * n, 64);
     case ACT_BF16: return (size_t)round_up(2 * n, 64);
-    case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
+    case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: case ACT_K4: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
     case ACT_K16: return (size_t)(n / 256) * K16_BYTES;
     default: return 0;
     }
@@ -446,17 +448,22 @@ static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
 }
 
 // Q8_K rows for Q4_K/Q5_K: lane = 32-element sub-block (two super-blocks per
-// unit), d = the super-block's d, s = d * Σq of the sub-block (llama.cpp's
-// bsums pairs, times d).
-static void act_k32(const float *x, uint8_t *dst, int64_t n) {
+// unit), d = the super-block's d. Q5_K's word: s = d * Σq of the sub-block
+// (llama.cpp's bsums pairs, times d). Q4_K's word (pairs): the int16 pair
+// (Σq of sub-block 2p, Σq of sub-block 2p + 1) in both lanes of pair p.
+static void act_k32(const float *x, uint8_t *dst, int64_t n, int pairs) {
     memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
     for (int64_t k = 0; k < n / 256; k++) {
         int8_t q[256];
         const float d = quant_block_q8_K(x + 256 * k, q);
+        int bs[8];
+        for (int s = 0; s < 8; s++) bs[s] = sum_i8(q + 32 * s, 32);
         for (int s = 0; s < 8; s++) {
             const int64_t B = 8 * k + s;  // sub-block index in the row
-            const float sx = d * (float)sum_i8(q + 32 * s, 32);
-            unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d, &sx);
+            const float sx = d * (float)bs[s];
+            const uint32_t pair = (uint16_t)bs[s & ~1] | (uint32_t)bs[s | 1] << 16;
+            unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d,
+                      pairs ? (const void *)&pair : (const void *)&sx);
         }
     }
 }
@@ -512,7 +519,8 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
         break;
     case ACT_Q8_0: act_q8_01(0, x, o, n); break;
     case ACT_Q8_1: act_q8_01(1, x, o, n); break;
-    case ACT_K32: act_k32(x, o, n); break;
+    case ACT_K32: act_k32(x, o, n, 0); break;
+    case ACT_K4: act_k32(x, o, n, 1); break;
     case ACT_K16: act_k16(x, o, n); break;
     default: break;
     }
@@ -593,6 +601,41 @@ static float dot_k32(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t 
     return s;
 }
 
+// Q4_K in the float order of llama.cpp's repacked q4_K_8x8 kernels: per
+// super-block the integer sums I = Σ sc * Σ q*x and M = Σ mn * Σx (Σx from
+// the activation's bsums pairs) enter two float accumulators, s1 with
+// D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
+// float), one fma per super-block (gemv: decode and leftover tokens) or per
+// 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2.
+static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
+        const block_q4_K *b = (const block_q4_K *)w;
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
+        const float dx = load_f32(u0 + UNIT_D + 4 * (8 * k % 16));
+        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
+        int32_t isum = 0, msum = 0;
+        for (int p = 0; p < 4; p++) {
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * p + h, L = (int)((8 * k + s) % 16);
+                int q[32];
+                for (int j = 0; j < 32; j++) q[j] = q4k_value(b, 32 * s + j);
+                isum += sc[s] * lane_dot(q, u0, L);
+            }
+            const uint32_t pair = load_u32(u0 + UNIT_W + 4 * ((8 * k + 2 * p) % 16));
+            msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+            if (gemm || p == 3) {
+                s1 = fmaf((float)isum, D, s1);
+                s2 = fmaf((float)msum, Dm, s2);
+                isum = msum = 0;
+            }
+        }
+    }
+    return s1 - s2;
+}
+
 // Q6_K: per group of 16, d * sc * d_x * (Σ q*x - 32 Σx) with q unsigned (0..63);
 // c = -32 Σx is stored with the activations.
 static float dot_q6_K(const uint8_t *w, const uint8_t *x, int64_t n) {
@@ -611,12 +654,13 @@ static float dot_q6_K(const uint8_t *w, const uint8_t *x, int64_t n) {
 }
 
 __attribute__((unused))  // SIMD builds keep it as the readable statement of the math
-static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
+static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
     switch (type) {
     case Q_F32: return dot_f32(w, x, n);
     case Q_F16: return dot_f16(w, x, n);
     case Q_BF16: return dot_bf16(w, x, n);
-    case Q_Q4_K: case Q_Q5_K: return dot_k32(type, w, x, n);
+    case Q_Q4_K: return dot_q4_K(w, x, n, gemm);
+    case Q_Q5_K: return dot_k32(type, w, x, n);
     case Q_Q6_K: return dot_q6_K(w, x, n);
     default: return dot_block32(type, w, x, n);
     }
@@ -878,7 +922,6 @@ UNIT_TILE(tile_q4_0, Q_Q4_0)
 UNIT_TILE(tile_q5_0, Q_Q5_0)
 UNIT_TILE(tile_q4_1, Q_Q4_1)
 UNIT_TILE(tile_q5_1, Q_Q5_1)
-UNIT_TILE(tile_q4_K, Q_Q4_K)
 UNIT_TILE(tile_q5_K, Q_Q5_K)
 
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
@@ -940,6 +983,137 @@ static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const
                       int tn, float *out) {
     (void)n;
     TILE_SWITCH(q6k_tile_n, w, u0, u1, x, xs, out)
+}
+
+// --- Q4_K: lanes = 16 weight rows (llama.cpp's repacked float order) --------
+//
+// llama.cpp runs Q4_K through its repacked q4_K_8x8 kernels, whose float
+// accumulators advance once per super-block (gemv) or per 64 elements
+// (gemm) in a fixed serial order, so here each lane is one weight row and
+// runs that same chain; integer sums are exact in any order. Activations
+// are broadcast: lane-transposed unit dword (sub-block B, v) is at
+// unit B/16, byte 64v + 4(B%16).
+
+#define Q4K_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
+
+// z[v] lane r = dword v of the 16 bytes at rows[r] + off (v < 4).
+ALWAYS_INLINE void rows_load16(const uint8_t *const rows[16], size_t off, __m512i z[4]) {
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[k] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[4 + k] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[8 + k] + off)), 2);
+        z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[12 + k] + off)), 3);
+    }
+    swap_stage(&z[0], &z[1], 0);
+    swap_stage(&z[2], &z[3], 0);
+    swap_stage(&z[0], &z[2], 1);
+    swap_stage(&z[1], &z[3], 1);
+}
+
+// q[v] lane r = dword v of the 32 bytes at rows[r] + off (v < 8).
+ALWAYS_INLINE void rows_load32(const uint8_t *const rows[16], size_t off, __m512i q[8]) {
+    for (int k = 0; k < 8; k++)
+        q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rows[k] + off))),
+                                  _mm256_loadu_si256((const __m256i *)(rows[k + 8] + off)), 1);
+    transpose8(q);
+}
+
+// Per-row scales of super-block k, lanes = rows: sc[s] (int), mnp[p] = the
+// int16 pair (mn[2p], mn[2p+1]), d and dmin as float.
+ALWAYS_INLINE void q4k_rows_scales(const uint8_t *const rows[16], size_t off, __m512i sc[8], __m512i mnp[4],
+                                   __m512 *d, __m512 *dmin) {
+    __m512i h[4];  // dwords: d | dmin << 16, then the 12 scale bytes
+    rows_load16(rows, off, h);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    const __m512i m6 = _mm512_set1_epi8(0x3f), m4 = _mm512_set1_epi8(15), hi2 = _mm512_set1_epi8(0x30);
+    const __m512i w[4] = {   // as k4_scale_words
+        _mm512_and_si512(h[1], m6),
+        _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), hi2)),
+        _mm512_and_si512(h[2], m6),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4), _mm512_and_si512(_mm512_srli_epi32(h[2], 2), hi2)),
+    };
+    const __m512i lo8 = _mm512_set1_epi32(0xff), byte2 = _mm512_set1_epi32(0xff0000);
+    for (int s = 0; s < 8; s++) sc[s] = _mm512_and_si512(_mm512_srli_epi32(w[s / 4], 8 * (s % 4)), lo8);
+    for (int p = 0; p < 4; p++) {  // bytes (b0, b1) of the word -> b0 | b1 << 16
+        const __m512i x = _mm512_srli_epi32(w[2 + p / 2], 16 * (p % 2));
+        mnp[p] = _mm512_or_si512(_mm512_and_si512(x, lo8), _mm512_and_si512(_mm512_slli_epi32(x, 8), byte2));
+    }
+}
+
+ALWAYS_INLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)load_u32(p)); }
+
+// y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
+ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x, size_t xs,
+                              int gemm, float *y, size_t ldy, const int NT) {
+    __m512 s1[Q4K_TILE_T], s2[Q4K_TILE_T];
+    __m512i I[Q4K_TILE_T], M[Q4K_TILE_T];
+    for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm512_setzero_ps(), I[t] = M[t] = _mm512_setzero_si512();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q4_K);
+        __m512i sc[8], mnp[4];
+        __m512 dw, dmw;
+        q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
+        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
+        const int L0 = (int)(8 * k % 16);                      // its first lane
+        for (int c = 0; c < 4; c++) {
+            __m512i raw[8], nib[8];
+            rows_load32(rows, off + offsetof(block_q4_K, qs) + 32 * (size_t)c, raw);
+            for (int h = 0; h < 2; h++) {
+                const int L = L0 + 2 * c + h;
+                for (int v = 0; v < 8; v++) nib[v] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[v], 4) : raw[v], m4);
+                for (int t = 0; t < NT; t++) {
+                    const uint8_t *a = u + (size_t)t * xs + 4 * L;
+                    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], bcast32(a));
+                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], bcast32(a + 64));
+                    for (int v = 2; v < 8; v += 2) {
+                        i0 = _mm512_dpbusd_epi32(i0, nib[v], bcast32(a + 64 * v));
+                        i1 = _mm512_dpbusd_epi32(i1, nib[v + 1], bcast32(a + 64 * v + 64));
+                    }
+                    // |i0|, |i1| <= 16 * 15 * 127 fit int16, so VPDPWSSD against
+                    // sc (high half 0) multiplies them exactly
+                    I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], i0, sc[2 * c + h]), i1, sc[2 * c + h]);
+                }
+            }
+            for (int t = 0; t < NT; t++)
+                M[t] = _mm512_dpwssd_epi32(M[t], mnp[c], bcast32(u + (size_t)t * xs + UNIT_W + 4 * (L0 + 2 * c)));
+            if (gemm || c == 3) {
+                for (int t = 0; t < NT; t++) {
+                    const __m512 dx = _mm512_set1_ps(load_f32(u + (size_t)t * xs + UNIT_D + 4 * L0));
+                    s1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), _mm512_mul_ps(dw, dx), s1[t]);
+                    s2[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmw, dx), s2[t]);
+                    I[t] = M[t] = _mm512_setzero_si512();
+                }
+            }
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(s1[t], s2[t]));
+}
+
+static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                        float *y, size_t ldy) {
+    const int ngemm = nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const int nv = nr - r0 < 16 ? nr - r0 : 16;
+        const uint8_t *rows[16];
+        for (int r = 0; r < 16; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        for (int t = 0; t < nt;) {
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            if (ngemm - t >= 8) {
+                q4k_rows_n(rows, nv, n, xt, xs, 1, yt, ldy, 8);
+                t += 8;
+            } else if (t < ngemm) {
+                q4k_rows_n(rows, nv, n, xt, xs, 1, yt, ldy, 4);
+                t += 4;
+            } else {
+                q4k_rows_n(rows, nv, n, xt, xs, 0, yt, ldy, 1);
+                t += 1;
+            }
+        }
+    }
 }
 
 // --- float types (unit = 16 elements; 32 for BF16) -------------------------
@@ -1015,7 +1189,6 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
     case Q_Q5_0: return tile_q5_0;
     case Q_Q4_1: return tile_q4_1;
     case Q_Q5_1: return tile_q5_1;
-    case Q_Q4_K: return tile_q4_K;
     case Q_Q5_K: return tile_q5_K;
     case Q_Q6_K: *unit = 256; return tile_q6_K;
     case Q_BF16: *unit = 32; return tile_bf16;
@@ -1099,7 +1272,7 @@ static float dot_float_avx2(uint32_t type, const uint8_t *w, const uint8_t *x, i
         acc1 = _mm256_fmadd_ps(w1, x1, acc1);
     }
     const size_t wb = type == Q_F32 ? 4 : 2, xb = type == Q_BF16 ? 2 : 4;
-    return hsum_avx2(_mm256_add_ps(acc0, acc1)) + dot_scalar(type, w + wb * i, x + xb * i, n - i);
+    return hsum_avx2(_mm256_add_ps(acc0, acc1)) + dot_scalar(type, w + wb * i, x + xb * i, n - i, 0);
 }
 
 #endif  // Q_AVX2
@@ -1113,17 +1286,19 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
     const qtype_info *q = qtype_get(wtype);
     if (!q || !q->compute || nr <= 0 || nt <= 0) return;
 #if defined(Q_AVX512)
-    matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+    if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+    else matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
 #else
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
         for (int t = 0; t < nt; t++) {
             const uint8_t *xr = (const uint8_t *)xq + (size_t)t * xq_stride;
+            const int gemm = t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
 #if defined(Q_AVX2)
             const int fl = wtype == Q_F32 || wtype == Q_F16 || wtype == Q_BF16;
-            y[(size_t)t * ldy + r] = fl ? dot_float_avx2(wtype, wr, xr, n) : dot_scalar(wtype, wr, xr, n);
+            y[(size_t)t * ldy + r] = fl ? dot_float_avx2(wtype, wr, xr, n) : dot_scalar(wtype, wr, xr, n, gemm);
 #else
-            y[(size_t)t * ldy + r] = dot_scalar(wtype, wr, xr, n);
+            y[(size_t)t * ldy + r] = dot_scalar(wtype, wr, xr, n, gemm);
 #endif
         }
     }

@@ -281,8 +281,9 @@ static void test_act_q8_0_q8_1(void) {
 // Block 2: all zero -> d = 0, q = 0.
 // Group sums (bsums): block 0 group 0 = 0-2-2+0-127 = -131, group 1 = 4;
 // block 1 group 0 = 0, group 2 = 32. Q6_K rows store c = -32 * bsums:
-// 4192, -128, 0, -1024. Q4_K rows store s = d * Σq per 32: block 0
-// sub-block 0: -2 * -127 = 254; block 1 sub-block 1: 32/31.75.
+// 4192, -128, 0, -1024. Q4_K rows store int16 pairs of Σq per 32
+// (sub-blocks 2p, 2p + 1): block 0 pair 0 = (-127, 0), block 1 pair 0 =
+// (0, 32).
 static void test_act_q8_K(void) {
     float x[768] = {0};
     x[0] = 1, x[1] = 3, x[2] = 5, x[3] = -1, x[5] = 254, x[17] = -7;
@@ -311,10 +312,14 @@ static void test_act_q8_K(void) {
             if (c[0][0] != 4192 || c[0][1] != -128 || c[0][2] != 0 || c[1][0] != 0 || c[1][2] != -1024 || c[2][0] != 0)
                 fail("Q8_K for Q6_K: c %d %d %d %d %d %d, want 4192 -128 0 0 -1024 0", c[0][0], c[0][1], c[0][2],
                      c[1][0], c[1][2], c[2][0]);
-        } else if (act_ws(xq, 0) != 254.0f || act_ws(xq, 32) != 0.0f || act_ws(xq, 256) != 0.0f ||
-                   act_ws(xq, 288) != 32 / 31.75f || act_ws(xq, 512) != 0.0f) {
-            fail("Q8_K for Q4_K: s %g %g %g %g %g, want 254 0 0 %g 0", act_ws(xq, 0), act_ws(xq, 32),
-                 act_ws(xq, 256), act_ws(xq, 288), act_ws(xq, 512), 32 / 31.75f);
+        } else {  // int16 pairs (Σq of sub-blocks 2p, 2p + 1) in both lanes of pair p
+            const uint32_t want_w[4] = {0xff81u, 0xff81u, 0x200000u, 0x200000u};
+            const int64_t at[4] = {0, 32, 256, 288};
+            for (int i = 0; i < 4; i++)
+                if ((uint32_t)act_wi(xq, at[i]) != want_w[i])
+                    fail("Q8_K for Q4_K: bsums pair at %lld = %#x, want %#x", (long long)at[i],
+                         (uint32_t)act_wi(xq, at[i]), want_w[i]);
+            if (act_wi(xq, 512) != 0) fail("Q8_K for Q4_K: bsums pair of a zero block = %#x", (uint32_t)act_wi(xq, 512));
         }
         free(xq);
     }
