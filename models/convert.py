@@ -15,9 +15,10 @@ INPUT is recognised by its content:
   * a Hugging Face Llama directory: config.json, model.safetensors (F32/F16/BF16),
     tokenizer.json (SentencePiece-style BPE: ▁ normalizer, byte fallback).
 
---type (F32, F16, BF16, Q8_0, Q4_0) re-quantizes the 2-D weights; default: F32 for float
-inputs, Q8_0 for int8 ones. Rows that do not fill whole blocks fall back to F16, as
-llama-quantize does. Norms stay F32. A tied classifier is not written (output.weight
+--type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) re-quantizes the 2-D weights, token
+embeddings included, with ggml's reference quantizers; default: F32 for float inputs, Q8_0
+for int8 ones. Rows that do not fill whole blocks (stories260K's ffn_down: 172) fall back to
+F16, as llama-quantize does. Norms stay F32. A tied classifier is not written (output.weight
 absent means "use token_embd.weight").
 
 --shared mode converts the models in SHARED/models into OUT (what `make models` runs):
@@ -613,7 +614,8 @@ def main(argv):
     ap.add_argument("input", nargs="?", help="llama2.c .bin or Hugging Face model directory")
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin or a vocabulary GGUF")
     ap.add_argument("-o", "--output", help="output .gguf")
-    ap.add_argument("--type", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0"],
+    ap.add_argument("--type", choices=["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
+                                       "Q5_1"],
                     help="weight type (default: F32, or Q8_0 for int8 checkpoints)")
     ap.add_argument("--shared", help="convert the models in SHARED/models (with --out)")
     ap.add_argument("--out", help="output directory for --shared")

@@ -6,7 +6,7 @@
     t = r.tensors["token_embd.weight"]    # TensorInfo: name, shape (ne order), type, offset
     r.tensor_bytes(t)                     # the raw bytes (memoryview into an mmap)
     r.tensor_array(t)                     # numpy array for F32/F16 (shape reversed: rows first)
-    r.tensor_float(t)                     # float32 copy, dequantizing Q8_0/Q4_0/BF16 too
+    r.tensor_float(t)                     # float32 copy, dequantizing BF16 and Q8_0/Q4_*/Q5_* too
 
 Every length and offset is checked against the file size; a malformed file raises
 GGUFError naming what is wrong. Run as a script it prints the metadata and tensor list:

@@ -255,9 +255,74 @@ def quantize_q4_0(x):
     return out.ravel()
 
 
+def _min_max_scale(b, levels):
+    """Q4_1/Q5_1's block range: min, d = (max - min)/levels and id = 1/d (0 when d is 0),
+    all float32 like ggml (id comes from the unrounded d, not the stored fp16 one)."""
+    mn, mx = b.min(axis=1), b.max(axis=1)
+    d = (mx - mn) / np.float32(levels)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    return mn, d, inv
+
+
+def _pack_nibbles(q):
+    """Byte j of the 16: element j in the low nibble, element j+16 in the high one."""
+    return (q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)
+
+
+def _pack_high_bits(q):
+    """Q5's qh, a little-endian uint32 whose bit j is bit 4 of element j (j = 0..31)."""
+    bits = ((q >> 4) & 1).astype(np.uint32) << np.arange(32, dtype=np.uint32)
+    return bits.sum(axis=1, dtype=np.uint32).astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+def quantize_q4_1(x):
+    """Q4_1: per 32 values, fp16 d = (max - min)/15 and fp16 m = min, q = trunc((x - min)/d
+    + 0.5) capped at 15; nibbles packed as in Q4_0."""
+    b = _blocks(x, 32)
+    mn, d, inv = _min_max_scale(b, 15)
+    q = np.minimum(15, np.trunc((b - mn[:, None]) * inv[:, None] + np.float32(0.5)))
+    q = q.astype(np.uint8)
+    out = np.empty((b.shape[0], 20), dtype=np.uint8)
+    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = mn.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 4:] = _pack_nibbles(q)
+    return out.ravel()
+
+
+def quantize_q5_0(x):
+    """Q5_0: per 32 values, d = (signed value of largest magnitude) / -16, q = x/d + 16 in
+    [0, 31]; the low 4 bits packed as in Q4_0, bit 4 of element j in bit j of qh."""
+    b = _blocks(x, 32)
+    idx = np.abs(b).argmax(axis=1)  # first index of the max, as ggml's strict '<' scan
+    d = b[np.arange(b.shape[0]), idx] / np.float32(-16)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(31, np.trunc(b * inv[:, None] + np.float32(16.5))).astype(np.uint8)
+    out = np.empty((b.shape[0], 22), dtype=np.uint8)
+    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 2:6] = _pack_high_bits(q)
+    out[:, 6:] = _pack_nibbles(q)
+    return out.ravel()
+
+
+def quantize_q5_1(x):
+    """Q5_1: per 32 values, fp16 d = (max - min)/31 and fp16 m = min, q = trunc((x - min)/d
+    + 0.5) (ggml does not cap it: it cannot pass 31); bits placed as in Q5_0."""
+    b = _blocks(x, 32)
+    mn, d, inv = _min_max_scale(b, 31)
+    q = np.trunc((b - mn[:, None]) * inv[:, None] + np.float32(0.5)).astype(np.uint8)
+    out = np.empty((b.shape[0], 24), dtype=np.uint8)
+    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = mn.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 4:8] = _pack_high_bits(q)
+    out[:, 8:] = _pack_nibbles(q)
+    return out.ravel()
+
+
 QUANTIZERS = {GGMLType.F32: lambda x: np.asarray(x, dtype="<f4").view(np.uint8).ravel(),
               GGMLType.F16: quantize_f16, GGMLType.BF16: quantize_bf16,
-              GGMLType.Q8_0: quantize_q8_0, GGMLType.Q4_0: quantize_q4_0}
+              GGMLType.Q8_0: quantize_q8_0, GGMLType.Q4_0: quantize_q4_0,
+              GGMLType.Q4_1: quantize_q4_1, GGMLType.Q5_0: quantize_q5_0,
+              GGMLType.Q5_1: quantize_q5_1}
 
 
 def quantize(x, ggml_type):
@@ -267,8 +332,9 @@ def quantize(x, ggml_type):
 
 
 def dequantize(raw, ggml_type, n):
-    """The first n values of raw blocks of ggml_type as float32 (F32/F16/BF16/Q8_0/Q4_0):
-    the inverse of the quantizers above, for tests and reference computations."""
+    """The first n values of raw blocks of ggml_type as float32 (F32/F16/BF16/Q8_0/Q4_0/
+    Q4_1/Q5_0/Q5_1): the inverse of the quantizers above, for tests and references.
+    Computed in float32 like ggml's dequantize_row_* (d*q, then + m)."""
     b = np.frombuffer(raw, dtype=np.uint8)
     if ggml_type == GGMLType.F32:
         return b.view("<f4")[:n].copy()
@@ -285,4 +351,22 @@ def dequantize(raw, ggml_type, n):
         d = blk[:, 0:2].copy().view("<f2").astype(np.float32)
         q = np.concatenate([blk[:, 2:] & 15, blk[:, 2:] >> 4], axis=1).astype(np.float32) - 8
         return (q * d).ravel()[:n]
+    layout = {GGMLType.Q4_1: (20, True, False), GGMLType.Q5_0: (22, False, True),
+              GGMLType.Q5_1: (24, True, True)}
+    if ggml_type in layout:
+        size, has_m, has_qh = layout[ggml_type]
+        blk = b.reshape(-1, size)
+        d = blk[:, 0:2].copy().view("<f2").astype(np.float32)
+        m = blk[:, 2:4].copy().view("<f2").astype(np.float32) if has_m else np.float32(0)
+        p = 4 if has_m else 2
+        q = np.zeros((blk.shape[0], 32), dtype=np.int32)
+        if has_qh:
+            qh = blk[:, p:p + 4].copy().view("<u4").astype(np.int64)
+            q += (((qh >> np.arange(32)) & 1) << 4).astype(np.int32)
+            p += 4
+        qs = blk[:, p:p + 16].astype(np.int32)
+        q += np.concatenate([qs & 15, qs >> 4], axis=1)
+        if ggml_type == GGMLType.Q5_0:
+            q -= 16
+        return (q.astype(np.float32) * d + m).ravel()[:n]
     raise ValueError("no dequantizer for %s" % GGML_TYPES[ggml_type][0])
