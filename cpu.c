@@ -183,11 +183,27 @@ static float dot_f16(const float *a, const uint16_t *b, int n) {
     const int np = n & ~63;
     double sum = 0;
     if (np > 0) {
-        float acc[4][16] = {{0}};
+        float acc[4][16];
+#if defined(__F16C__) && defined(__AVX2__)
+        // lanes 0-7 and 8-15 of each accumulator as two 8-wide registers
+        __m256 lo[4], hi[4];
+        for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();
+        for (int i = 0; i < np; i += 64)
+            for (int j = 0; j < 4; j++) {
+                const int o = i + 16 * j;
+                lo[j] = _mm256_add_ps(lo[j], _mm256_mul_ps(_mm256_loadu_ps(a + o),
+                                      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + o)))));
+                hi[j] = _mm256_add_ps(hi[j], _mm256_mul_ps(_mm256_loadu_ps(a + o + 8),
+                                      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + o + 8)))));
+            }
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(acc[j], lo[j]), _mm256_storeu_ps(acc[j] + 8, hi[j]);
+#else
+        memset(acc, 0, sizeof acc);
         for (int i = 0; i < np; i += 64)
             for (int j = 0; j < 4; j++)
                 for (int l = 0; l < 16; l++)
                     acc[j][l] += a[i + 16 * j + l] * fp16_to_f32(b[i + 16 * j + l]);
+#endif
         float r[16], h[4];
         for (int l = 0; l < 16; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
         for (int l = 0; l < 8; l++) r[l] += r[l + 8];
