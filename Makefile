@@ -55,7 +55,7 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
 	QUILL_SANITIZED=1 tests/run.sh build/asan $(SHARED)
 
-bench: $(BUILD)/quill
+bench: $(BUILD)/quill $(BUILD)/tests/test_tokenizer
 	tests/bench.sh $(BUILD) $(SHARED)
 
 clean:

@@ -5,7 +5,9 @@
 //
 // SentencePiece (`llama`):
 //   1. partition: special-token strings in the text become single tokens (only
-//      user-defined ones unless parse_special), longest token first;
+//      user-defined ones unless parse_special), longest token first (a byte trie
+//      of the special pieces finds the few that occur, so there is no pass over
+//      the text per special token);
 //   2. each remaining raw fragment gets "▁" prepended when add_space_prefix and it
 //      starts the text or follows a special token, and every ' ' becomes "▁";
 //   3. the fragment is split into UTF-8 characters, and the adjacent pair whose
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 // tokenizer.ggml.token_type values (SentencePiece's piece types). Anything else
 // is kept as 0, "undefined", and like llama.cpp decodes to nothing.
@@ -77,6 +80,14 @@ typedef struct {
 
 #define MERGE_EMPTY UINT64_MAX
 
+// The special pieces as a byte trie: one pass over a text finds which of them
+// occur, so the partition needs no pass per special token (Qwen2 has ~300).
+typedef struct {
+    int32_t child, sibling;  // first child, next sibling (node indices; -1 = none)
+    int32_t special;         // index into tokenizer.special of the piece ending here, or -1
+    uint8_t byte;            // the byte on the edge into this node
+} trie_node;
+
 struct tokenizer {
     enum tok_model model;
     const char *model_name;  // tokenizer.ggml.model, for messages and `quill info`
@@ -87,9 +98,13 @@ struct tokenizer {
     int32_t *slot;           // hash table piece -> id (open addressing, -1 = empty)
     uint32_t slot_mask;      // slot count - 1 (a power of two >= 2 * n_vocab)
     uint32_t max_len;        // longest piece: no merge can produce anything longer
-    int32_t byte_tok[256];   // token for a raw byte in byte fallback, -1 if none
+    int32_t byte_tok[256];   // token for a raw byte (SentencePiece's byte fallback; BPE: the
+                             // piece of its stand-in character), -1 if none
     int32_t *special;        // ids partitioned out of raw text, longest piece first
     int n_special;
+    trie_node *trie;         // the special pieces (node 0 = root), n_trie nodes
+    int n_trie;
+    uint8_t special_first[256];  // 1 for each byte that starts a special piece
     int32_t bos, eos, unk, pad, eot, eom;  // -1 when the vocabulary has none
     int32_t eog[TOK_MAX_EOG];              // ids that end generation
     int n_eog;
@@ -98,18 +113,34 @@ struct tokenizer {
     int remove_extra_ws;     // tokenizer.ggml.remove_extra_whitespaces: read, but like
                              // llama.cpp's SPM path, not applied
     // byte-level BPE only
-    bpe_merge *merge;        // merge table (open addressing), merge_mask + 1 slots
-    uint32_t merge_mask;
-    int n_merges;            // merges kept (both halves and the result are pieces)
+    bpe_merge *merge;        // merge table (open addressing), merge_mask + 1 slots; holds the
+    uint32_t merge_mask;     // merges whose halves and result are all pieces
     pcre2_code *re[TOK_MAX_REGEX];  // the pre-tokenizer, applied in order (JIT-compiled
     int n_re;                       // when PCRE2 has a JIT; interpreted otherwise)
-    int jit;                 // 1 when every regex got JIT-compiled
+    pcre2_match_context *mctx;      // no match limit (read-only while matching)
     int ignore_merges;       // a word that is a piece is emitted whole (Llama 3)
     uint16_t byte_cp[256];   // byte -> GPT-2's stand-in code point (U+0021 .. U+0143)
     int16_t cp_byte[BPE_N_CHARS];  // the inverse, -1 for code points that stand for none
 };
 
 // ---- vocabulary: pieces, hash table ----
+
+// Allocates a big table (released with free). Where the kernel has transparent
+// huge pages on request, asks for them: a table filled at random otherwise
+// faults in every 4 KB page, and on a virtual machine that costs more than the
+// filling itself (a 128k-token vocabulary's merge table: 8 MB, ~25 ms).
+static void *alloc_big(size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    enum { HUGE_PAGE = 1 << 21 };
+    if (bytes >= HUGE_PAGE) {
+        void *p = NULL;
+        if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
+        (void)madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
+        return p;
+    }
+#endif
+    return malloc(bytes);
+}
 
 static uint32_t hash_piece(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -162,7 +193,7 @@ static int load_pieces(tokenizer *t, const gguf_file *f, char *err) {
                                         (unsigned long long)total);
     uint32_t n_slots = 2;
     while (n_slots < 2u * (uint32_t)t->n_vocab) n_slots *= 2;
-    t->tok = calloc((size_t)t->n_vocab, sizeof *t->tok);
+    t->tok = alloc_big((size_t)t->n_vocab * sizeof *t->tok);  // every entry is written below
     t->arena = malloc((size_t)total);
     t->slot = malloc((size_t)n_slots * sizeof *t->slot);
     if (!t->tok || !t->arena || !t->slot) return errf(err, "out of memory for a vocabulary of %d pieces", t->n_vocab);
@@ -329,6 +360,40 @@ static void apply_phi3_rstrip(tokenizer *t, const gguf_file *f) {
     }
 }
 
+// The child of node under byte c, or -1.
+static int32_t trie_child(const trie_node *trie, int32_t node, uint8_t c) {
+    int32_t k = trie[node].child;
+    while (k >= 0 && trie[k].byte != c) k = trie[k].sibling;
+    return k;
+}
+
+// Inserts every special piece into the trie (at most one node per piece byte).
+static int build_trie(tokenizer *t, char *err) {
+    size_t cap = 1;
+    for (int s = 0; s < t->n_special; s++) cap += t->tok[t->special[s]].len;
+    if (cap > INT32_MAX) return errf(err, "%zu bytes of special pieces (max %d)", cap, INT32_MAX);
+    t->trie = malloc(cap * sizeof *t->trie);
+    if (!t->trie) return errf(err, "out of memory for %d special tokens", t->n_special);
+    t->trie[0] = (trie_node){-1, -1, -1, 0};
+    t->n_trie = 1;
+    for (int s = 0; s < t->n_special; s++) {
+        const uint8_t *p = (const uint8_t *)piece_ptr(t, t->special[s]);
+        int32_t node = 0;
+        for (uint32_t i = 0; i < t->tok[t->special[s]].len; i++) {
+            int32_t k = trie_child(t->trie, node, p[i]);
+            if (k < 0) {
+                k = t->n_trie++;
+                t->trie[k] = (trie_node){-1, t->trie[node].child, -1, p[i]};
+                t->trie[node].child = k;
+            }
+            node = k;
+        }
+        t->trie[node].special = s;
+        t->special_first[p[0]] = 1;
+    }
+    return 0;
+}
+
 // Control, user-defined and unknown pieces are cut out of raw text before
 // merging (the user-defined ones always, the others only with parse_special).
 static int build_special_list(tokenizer *t, const gguf_file *f, char *err) {
@@ -340,7 +405,7 @@ static int build_special_list(tokenizer *t, const gguf_file *f, char *err) {
         if (is_special_type(t->tok[i].type) && t->tok[i].len > 0) t->special[t->n_special++] = i;
     qsort_r(t->special, (size_t)t->n_special, sizeof *t->special, cmp_special, t);
     apply_phi3_rstrip(t, f);
-    return 0;
+    return build_trie(t, err);
 }
 
 // ---- byte-level BPE: byte map, merges, pre-tokenizer ----
@@ -371,7 +436,13 @@ static size_t byte_char(const tokenizer *t, uint8_t b, char *out) {
 }
 
 static uint64_t merge_key(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
-static uint32_t hash_key(uint64_t key) { return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32); }
+static uint32_t hash_key(uint64_t key) {  // murmur3's 64-bit finalizer: every key bit reaches the low bits
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    key *= 0xc4ceb9fe1a85ec53ull;
+    return (uint32_t)(key ^ key >> 33);
+}
 
 // The merge of pieces a and b, or NULL (also for a symbol without a piece, id < 0).
 static const bpe_merge *merge_find(const tokenizer *t, int32_t a, int32_t b) {
@@ -390,7 +461,6 @@ static void merge_insert(tokenizer *t, bpe_merge m) {
         if (t->merge[i].key == m.key) return;
         if (t->merge[i].key == MERGE_EMPTY) {
             t->merge[i] = m;
-            t->n_merges++;
             return;
         }
     }
@@ -424,7 +494,7 @@ static int load_merges(tokenizer *t, const gguf_file *f, char *err) {
                     TOK_MAX_MERGES);
     uint32_t n_slots = 2;
     while (n_slots < kv->arr_n + kv->arr_n / 2 + 1) n_slots *= 2;
-    t->merge = malloc((size_t)n_slots * sizeof *t->merge);
+    t->merge = alloc_big((size_t)n_slots * sizeof *t->merge);
     char *buf = malloc((size_t)t->max_len + 1);
     if (!t->merge || !buf) {
         free(buf);
@@ -432,12 +502,21 @@ static int load_merges(tokenizer *t, const gguf_file *f, char *err) {
     }
     memset(t->merge, 0xff, (size_t)n_slots * sizeof *t->merge);  // every key MERGE_EMPTY
     t->merge_mask = n_slots - 1;
+    // Each insert lands at a random slot of a table far bigger than the cache:
+    // prefetch it and insert it a few merges later, when the line has arrived.
+    enum { AHEAD = 8 };
+    bpe_merge ring[AHEAD];
     const uint8_t *p = kv->arr_data;
+    uint64_t k = 0;  // merges parsed into the ring
     for (uint64_t i = 0; i < kv->arr_n; i++) {
         int32_t ids[3];
-        if (parse_merge(t, gguf_arr_next_str(&p), buf, ids))
-            merge_insert(t, (bpe_merge){merge_key(ids[0], ids[1]), (int32_t)i, ids[2]});
+        if (!parse_merge(t, gguf_arr_next_str(&p), buf, ids)) continue;
+        bpe_merge m = {merge_key(ids[0], ids[1]), (int32_t)i, ids[2]};
+        __builtin_prefetch(&t->merge[hash_key(m.key) & t->merge_mask], 1);
+        if (k >= AHEAD) merge_insert(t, ring[k % AHEAD]);  // in rank order: the first line of a pair wins
+        ring[k++ % AHEAD] = m;
     }
+    for (uint64_t j = k > AHEAD ? k - AHEAD : 0; j < k; j++) merge_insert(t, ring[j % AHEAD]);
     free(buf);
     return 0;
 }
@@ -476,8 +555,14 @@ static const struct {
 };
 
 // Compiles the regexes of one pre-tokenizer, JIT-compiling each where PCRE2 can.
+// PCRE2's default match limit (10 million backtracks) would fail a run of more
+// than 10 million whitespace characters: \s*[\r\n]+ backtracks once per
+// character before \s+(?!\S) takes the whole run. Such backtracking is linear
+// (a run is scanned by the match that consumes it), so the limit is lifted.
 static int compile_pre(tokenizer *t, int which, char *err) {
-    t->jit = 1;
+    t->mctx = pcre2_match_context_create(NULL);
+    if (!t->mctx) return errf(err, "out of memory for the pre-tokenizer");
+    pcre2_set_match_limit(t->mctx, UINT32_MAX);
     for (int i = 0; i < TOK_MAX_REGEX && PRE_REGEX[which][i]; i++) {
         int code;
         PCRE2_SIZE off;
@@ -490,7 +575,7 @@ static int compile_pre(tokenizer *t, int which, char *err) {
                         (size_t)off, (const char *)msg);
         }
         t->re[t->n_re++] = re;
-        if (pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) != 0) t->jit = 0;  // the interpreter still works
+        (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  // without a JIT, pcre2_match interprets
     }
     return 0;
 }
@@ -606,8 +691,10 @@ void tok_free(tokenizer *t) {
     free(t->arena);
     free(t->slot);
     free(t->special);
+    free(t->trie);
     free(t->merge);
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
+    pcre2_match_context_free(t->mctx);  // NULL is fine
     free(t);
 }
 
@@ -695,28 +782,55 @@ static int split_fragment(const tokenizer *t, const char *text, frag fr, int32_t
     return 0;
 }
 
-// Cuts special tokens out of text: *out becomes raw fragments and special ids in order.
-static int partition(const tokenizer *t, const char *text, size_t len, int parse_special, frag_vec *out) {
-    frag_vec next = {0};
-    if (len > 0 && frags_push(out, 0, len, -1) < 0) return -1;
-    for (int s = 0; s < t->n_special; s++) {
-        int32_t id = t->special[s];
-        if (!parse_special && t->tok[id].type != TT_USER) continue;
-        next.n = 0;
-        for (size_t i = 0; i < out->n; i++) {
-            int rc = out->v[i].id >= 0 ? frags_push(&next, 0, 0, out->v[i].id)
-                                       : split_fragment(t, text, out->v[i], id, &next);
-            if (rc < 0) {
-                free(next.v);
-                return -1;
-            }
+// Whether special piece s is cut out of raw text (user-defined ones always).
+static int special_applies(const tokenizer *t, int s, int parse_special) {
+    return parse_special || t->tok[t->special[s]].type == TT_USER;
+}
+
+// present[s] = 1 for each applicable special piece that occurs in text: one
+// walk down the trie from every byte that starts a special piece.
+static void find_specials(const tokenizer *t, const char *text, size_t len, int parse_special, uint8_t *present) {
+    const uint8_t *u = (const uint8_t *)text;
+    for (size_t p = 0; p < len; p++) {
+        if (!t->special_first[u[p]]) continue;
+        int32_t node = 0;
+        for (size_t k = p; k < len && (node = trie_child(t->trie, node, u[k])) >= 0; k++) {
+            int s = t->trie[node].special;
+            if (s >= 0 && special_applies(t, s, parse_special)) present[s] = 1;
         }
-        frag_vec tmp = *out;
-        *out = next;
-        next = tmp;
     }
-    free(next.v);
+}
+
+// Splits every raw fragment of *out around special piece s (double-buffered in *next).
+static int split_all(const tokenizer *t, const char *text, int s, frag_vec *out, frag_vec *next) {
+    next->n = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        int rc = out->v[i].id >= 0 ? frags_push(next, 0, 0, out->v[i].id)
+                                   : split_fragment(t, text, out->v[i], t->special[s], next);
+        if (rc < 0) return -1;
+    }
+    frag_vec tmp = *out;
+    *out = *next;
+    *next = tmp;
     return 0;
+}
+
+// Cuts special tokens out of text: *out becomes raw fragments and special ids
+// in order. Like llama.cpp, one piece at a time, longest first, each splitting
+// all fragments left so far; pieces that do not occur in the text are skipped.
+static int partition(const tokenizer *t, const char *text, size_t len, int parse_special, frag_vec *out) {
+    if (len > 0 && frags_push(out, 0, len, -1) < 0) return -1;
+    if (len == 0 || t->n_special == 0) return 0;
+    uint8_t *present = calloc((size_t)t->n_special, 1);
+    if (!present) return -1;
+    find_specials(t, text, len, parse_special, present);
+    frag_vec next = {0};
+    int rc = 0;
+    for (int s = 0; rc == 0 && s < t->n_special; s++)
+        if (present[s]) rc = split_all(t, text, s, out, &next);
+    free(next.v);
+    free(present);
+    return rc;
 }
 
 // ---- UTF-8 ----
@@ -1166,9 +1280,10 @@ static int bpe_word(bpe_state *st, const uint8_t *w, size_t n) {
 static int re_match(bpe_state *st, int level, const char *s, size_t n, size_t pos, PCRE2_SIZE **ov) {
     const pcre2_code *re = st->t->re[level];
     pcre2_match_data *md = st->md[level];
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+    pcre2_match_context *mctx = st->t->mctx;
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, mctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-        rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+        rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mctx);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) {
         PCRE2_UCHAR msg[160];
@@ -1193,7 +1308,8 @@ static int pre_split(bpe_state *st, int level, const char *s, size_t n) {
             break;
         }
         if (ov[1] == ov[0]) {  // an empty match makes no piece: step over one character
-            pos = ov[0] + (ov[0] < n ? utf8_valid_char((const uint8_t *)s + ov[0], n - ov[0]) : 1);
+            size_t k = ov[0] < n ? utf8_valid_char((const uint8_t *)s + ov[0], n - ov[0]) : 1;
+            pos = ov[0] + (k ? k : 1);
             continue;
         }
         if (ov[0] > done && pre_split(st, level + 1, s + done, ov[0] - done) < 0) return -1;
@@ -1316,8 +1432,9 @@ static int unmap_piece(const tokenizer *t, const char *s, size_t n, char *buf, s
             i += len;
             continue;
         }
-        size_t k = c < 0x80 ? 1 : (size_t)utf8_need(c);
-        if (k == 0 || k > n - i) k = k == 0 ? 1 : n - i;
+        size_t k = c < 0x80 ? 1 : (size_t)utf8_need(c);  // a character outside the alphabet: copied whole
+        if (k == 0) k = 1;
+        if (k > n - i) k = n - i;
         for (size_t j = 0; j < k && w < cap; j++) buf[w++] = s[i + j];
         i += k;
     }

@@ -12,3 +12,5 @@ for type in Q4_K_M Q8_0; do
     echo "== $f"
     "$build/quill" bench -m "$f" -p "${BENCH_P:-128}" -n "${BENCH_N:-64}"
 done
+echo "== tokenizer encode speed (1 MiB texts, one thread)"
+SHARED="$shared" "$build/tests/test_tokenizer" --bench

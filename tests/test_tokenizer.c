@@ -1,14 +1,24 @@
 // test_tokenizer.c — tokenizer.c against independent references:
-//   * llama.cpp's own tokenizer test vectors ($SHARED/vocab/*.inp/.out): every
-//     string must encode (no BOS, parse_special off — as test-tokenizer-0 does)
-//     to exactly llama.cpp's ids, and those reference ids must decode back;
+//   * llama.cpp's own tokenizer test vectors ($SHARED/vocab/*.inp/.out) for all
+//     five vocabularies (SentencePiece: llama-spm, phi-3; byte-level BPE:
+//     llama-bpe, qwen2, gpt-2): every string must encode (no BOS, parse_special
+//     off — as test-tokenizer-0 does) to exactly llama.cpp's ids, and those
+//     reference ids must decode back;
+//   * BPE special tokens, ids cross-checked with a separately written naive
+//     Python byte-level BPE (the `regex` module, O(n^2) merging);
 //   * stories260K ids worked out by hand from its vocabulary (and cross-checked
 //     with a separately written naive O(n^2) SentencePiece merge in Python);
 //   * tiny synthetic vocabularies (GGUF built in memory) whose merges follow
 //     from the algorithm by hand: score priority, leftmost ties, byte fallback;
-//   * hostile inputs (invalid UTF-8, NULs, 1 MB of spaces, 10 MB of one letter)
-//     that must round-trip, and the UTF-8 stream splitting characters.
+//   * tiny synthetic BPE vocabularies: rank priority, leftmost ties, the
+//     pre-tokenizers, ignore_merges;
+//   * a multilingual corpus (tests/tok_corpus.txt) that must round-trip through
+//     every vocabulary, whole and line by line;
+//   * hostile inputs (invalid UTF-8, NULs, 1 MB of spaces, 10 MB of one letter,
+//     ...) that must round-trip, and the UTF-8 stream splitting characters.
 // Exits 0 only when every check passed.
+//   build/tests/test_tokenizer --bench   prints load time and encode/decode
+//                                        MB/s per vocabulary (asserts nothing)
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE  // memmem (the Makefile passes -D_GNU_SOURCE; this keeps other builds working)
 #endif
@@ -101,23 +111,25 @@ static void print_ids(const char *what, const int32_t *ids, int n) {
     fprintf(stderr, n > 64 ? " ...\n" : "\n");
 }
 
-// Encodes and compares with want[]; prints both on mismatch.
-static void check_encode(const tokenizer *t, const char *text, size_t len, int bos, int special,
+// Encodes and compares with want[]; prints both on mismatch. 1 when equal.
+static int check_encode(const tokenizer *t, const char *text, size_t len, int bos, int special,
                          const int32_t *want, int n_want, const char *label) {
     int32_t *ids;
     int n;
     char err[ERR_LEN] = "";
     int rc = tok_encode(t, text, len, bos, special, &ids, &n, err);
     CHECK(rc == 0, "%s: tok_encode failed: %s", label, err);
-    if (rc != 0) return;
+    if (rc != 0) return 0;
     int ok = ids_equal(ids, n, want, n_want);
     CHECK(ok, "%s: ids differ for \"%.*s\"", label, (int)(len < 80 ? len : 80), text);
     if (!ok) print_ids("got ", ids, n), print_ids("want", want, n_want);
     free(ids);
+    return ok;
 }
 
-// Encodes then decodes; the bytes must come back exactly.
-static void check_roundtrip(const tokenizer *t, const char *text, size_t len, int bos, const char *label) {
+// Encodes then decodes; the bytes must come back as want (usually the text).
+static void check_roundtrip_as(const tokenizer *t, const char *text, size_t len, int bos, const char *want,
+                               size_t want_len, const char *label) {
     int32_t *ids;
     int n;
     char err[ERR_LEN] = "";
@@ -128,12 +140,20 @@ static void check_roundtrip(const tokenizer *t, const char *text, size_t len, in
     for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < tok_n_vocab(t), "%s: id %d out of range", label, ids[i]);
     size_t dlen;
     char *dec = decode_all(t, ids, n, &dlen);
-    CHECK(dlen == len && memcmp(dec, text, len) == 0, "%s: round trip differs (%zu bytes in, %zu out)", label, len, dlen);
+    CHECK(dlen == want_len && memcmp(dec, want, want_len) == 0, "%s: round trip differs (%zu bytes in, %zu out)",
+          label, want_len, dlen);
     free(dec);
     free(ids);
 }
 
+static void check_roundtrip(const tokenizer *t, const char *text, size_t len, int bos, const char *label) {
+    check_roundtrip_as(t, text, len, bos, text, len, label);
+}
+
 // ---- llama.cpp's test vectors ----
+
+// The vocabularies in $SHARED/vocab (ggml-vocab-NAME.gguf), each with llama.cpp's vectors.
+static const char *const VOCABS[] = {"llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2"};
 
 #define VOCAB_SEP "\n__ggml_vocab_test__\n"
 
@@ -165,12 +185,12 @@ static int parse_ids(char *line, int32_t *ids, int max) {
 static void test_vocab_vectors(const char *name) {
     char path[1024];
     size_t ilen, olen;
-    snprintf(path, sizeof path, "%s/vocab/%s.inp", shared_dir(), name);
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.inp", shared_dir(), name);
     char *inp = read_all(path, &ilen);
-    snprintf(path, sizeof path, "%s/vocab/%s.out", shared_dir(), name);
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.out", shared_dir(), name);
     char *out = read_all(path, &olen);
     char rel[256];
-    snprintf(rel, sizeof rel, "vocab/%s", name);
+    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", name);
     tokenizer *t = inp && out ? load_tok(rel) : NULL;
     CHECK(inp && out, "%s: missing .inp/.out under %s/vocab", name, shared_dir());
     if (!t) goto done;
@@ -188,17 +208,21 @@ static void test_vocab_vectors(const char *name) {
     }
     CHECK(n == n_lines && n > 0, "%s: %d inputs but %d output lines", name, n, n_lines);
     static int32_t want[MAX_IDS];  // (static: 16 KB off the stack)
+    int n_enc = 0, n_dec = 0;
     for (int i = 0; i < n && i < n_lines; i++) {
         int nw = parse_ids(lines[i], want, MAX_IDS);
         char label[64];
         snprintf(label, sizeof label, "%s #%d", name, i);
-        check_encode(t, s[i], slen[i], 0, 0, want, nw, label);
+        n_enc += check_encode(t, s[i], slen[i], 0, 0, want, nw, label);
         size_t dlen;
         char *dec = decode_all(t, want, nw, &dlen);
-        CHECK(dlen == slen[i] && memcmp(dec, s[i], dlen) == 0, "%s: reference ids decode to \"%s\"", label, dec);
+        int ok = dlen == slen[i] && memcmp(dec, s[i], dlen) == 0;
+        CHECK(ok, "%s: reference ids decode to \"%s\"", label, dec);
+        n_dec += ok;
         free(dec);
     }
-    printf("%s: %d llama.cpp test strings\n", name, n);
+    printf("%s: %d/%d llama.cpp strings encode to its ids, %d/%d of its id lists decode back\n", name, n_enc, n,
+           n_dec, n);
 done:
     tok_free(t);
     free(inp);
@@ -279,20 +303,78 @@ static void test_special(void) {
     tok_free(t);
 }
 
-static void test_unsupported(void) {
-    char path[1024], err[ERR_LEN] = "";
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", shared_dir());
-    gguf_file f = {0};
-    if (gguf_open(&f, path, err) < 0) {
-        CHECK(0, "gguf_open %s: %s", path, err);
-        gguf_close(&f);
-        return;
+// Byte-level BPE metadata as llama.cpp reads it: BOS/EOS from the file,
+// add_bos from the pre-tokenizer (llama-bpe adds BOS, qwen2/gpt-2 do not), and
+// end-of-generation ids found by their text.
+static void test_bpe_meta(void) {
+    tokenizer *t = load_tok("vocab/ggml-vocab-llama-bpe.gguf");
+    if (t) {
+        CHECK(strcmp(tok_model_name(t), "gpt2") == 0 && strcmp(tok_pre_name(t), "llama-bpe") == 0, "llama-bpe names");
+        CHECK(tok_n_vocab(t) == 128256 && tok_bos(t) == 128000 && tok_eos(t) == 128001 && tok_add_bos(t) == 1,
+              "llama-bpe: n_vocab %d bos %d eos %d add_bos %d", tok_n_vocab(t), tok_bos(t), tok_eos(t), tok_add_bos(t));
+        CHECK(tok_is_eog(t, 128001) && tok_is_eog(t, 128009) && !tok_is_eog(t, 128000) && !tok_is_eog(t, 128006),
+              "llama-bpe: <|end_of_text|> and <|eot_id|> end generation, <|begin_of_text|> does not");
+        static const int32_t hello[] = {128000, 9906, 1917};  // <|begin_of_text|> Hello Ġworld
+        check_encode(t, "Hello world", 11, 1, 0, hello, 3, "llama-bpe bos");
+        tok_free(t);
     }
-    tokenizer *t = (tokenizer *)&f;  // must be reset to NULL on failure
-    int rc = tok_load(&t, &f, err);
-    gguf_close(&f);
-    CHECK(rc == -1 && t == NULL && strstr(err, "tokenizer model 'gpt2' not supported yet"), "gpt2: rc %d err '%s'", rc,
-          err);
+    t = load_tok("vocab/ggml-vocab-qwen2.gguf");
+    if (t) {
+        CHECK(strcmp(tok_pre_name(t), "qwen2") == 0 && tok_add_bos(t) == 0 && tok_bos(t) == 151643 &&
+                  tok_eos(t) == 151643,
+              "qwen2: pre %s add_bos %d bos %d eos %d", tok_pre_name(t), tok_add_bos(t), tok_bos(t), tok_eos(t));
+        CHECK(tok_is_eog(t, 151643) && tok_is_eog(t, 151645) && !tok_is_eog(t, 151644),
+              "qwen2: <|endoftext|> and <|im_end|> end generation, <|im_start|> does not");
+        tok_free(t);
+    }
+    t = load_tok("vocab/ggml-vocab-gpt-2.gguf");
+    if (t) {
+        CHECK(strcmp(tok_pre_name(t), "gpt-2") == 0 && tok_add_bos(t) == 0 && tok_bos(t) == 50256 &&
+                  tok_eos(t) == 50256 && tok_is_eog(t, 50256) && !tok_is_eog(t, 50255),
+              "gpt-2: pre %s add_bos %d bos %d eos %d", tok_pre_name(t), tok_add_bos(t), tok_bos(t), tok_eos(t));
+        char buf[16];  // "Ġ" (U+0120) stands for ' ', "Ċ" (U+010A) for '\n': pieces 220 and 198
+        CHECK(tok_decode(t, -1, 220, buf, sizeof buf) == 1 && buf[0] == ' ', "gpt-2: Ġ decodes to a space");
+        CHECK(tok_decode(t, -1, 198, buf, sizeof buf) == 1 && buf[0] == '\n', "gpt-2: Ċ decodes to a newline");
+        CHECK(tok_decode(t, -1, 50256, buf, sizeof buf) == 0, "gpt-2: <|endoftext|> (control) decodes to nothing");
+        CHECK(tok_decode(t, -1, 50257, buf, sizeof buf) == -1, "gpt-2: id out of range");
+        tok_free(t);
+    }
+}
+
+// Ids of the plain parts come from the naive Python reference (see the top).
+static void test_bpe_special(void) {
+    tokenizer *t = load_tok("vocab/ggml-vocab-qwen2.gguf");
+    if (t) {
+        static const char chat[] = "<|im_start|>user\nHello<|im_end|>";
+        static const int32_t want[] = {151644, 872, 198, 9707, 151645};  // ... user Ċ Hello ...
+        check_encode(t, chat, sizeof chat - 1, 0, 1, want, 5, "qwen2 parse_special");
+        static const int32_t plain[] = {27, 91, 318, 6213, 91, 29};  // "<|im_end|>" as text: < | im _end | >
+        check_encode(t, "<|im_end|>", 10, 0, 0, plain, 6, "qwen2 control as text");
+        check_roundtrip(t, chat, sizeof chat - 1, 0, "qwen2 control as text round trip");
+        // [PAD151646] is user-defined: matched without parse_special, decoded as written.
+        static const int32_t pad[] = {13048, 220, 151646, 1052};  // Hi Ġ [PAD151646] Ġthere
+        check_encode(t, "Hi [PAD151646] there", 20, 0, 0, pad, 4, "qwen2 user-defined");
+        check_roundtrip(t, "Hi [PAD151646] there", 20, 0, "qwen2 user-defined round trip");
+        tok_free(t);
+    }
+    t = load_tok("vocab/ggml-vocab-llama-bpe.gguf");
+    if (!t) return;
+    static const char turn[] = "<|start_header_id|>user<|end_header_id|>Hello<|eot_id|>";
+    static const int32_t want[] = {128006, 882, 128007, 9906, 128009};
+    check_encode(t, turn, sizeof turn - 1, 0, 1, want, 5, "llama-bpe parse_special");
+    static const int32_t plain[] = {27, 91, 68, 354, 851, 91, 29};  // < | e ot _id | >
+    check_encode(t, "<|eot_id|>", 10, 0, 0, plain, 7, "llama-bpe control as text");
+    check_roundtrip(t, turn, sizeof turn - 1, 1, "llama-bpe control as text round trip");
+    // Bytes that start no valid UTF-8 character are words of their own, each
+    // the piece of its byte's stand-in character: ÿ = 187, â = 158, Ĥ (0x82) =
+    // 224, Ã = 127 (llama.cpp would turn them into U+FFFD and lose them).
+    static const int32_t bad1[] = {64, 187, 65};
+    check_encode(t, "a\xff" "b", 3, 0, 0, bad1, 3, "llama-bpe invalid byte");
+    static const int32_t bad2[] = {158, 224};
+    check_encode(t, "\xe2\x82", 2, 0, 0, bad2, 2, "llama-bpe truncated character");
+    static const int32_t bad3[] = {220, 127};
+    check_encode(t, " \xc3", 2, 0, 0, bad3, 2, "llama-bpe truncated character after a space");
+    tok_free(t);
 }
 
 // ---- synthetic vocabularies: a GGUF written in memory ----
@@ -406,6 +488,93 @@ static void test_synthetic_errors(void) {
     free(g.b);
 }
 
+// A byte-level BPE vocabulary: pieces (those like "<|...|>" control, the rest
+// normal), merges (n_merges < 0: no merges key), pre-tokenizer (NULL: no key),
+// BOS = EOS = the last piece.
+static gbuf make_bpe_vocab(const char *const *pieces, int n, const char *const *merges, int n_merges, const char *pre) {
+    gbuf g = {0};
+    put(&g, "GGUF", 4), put_u32(&g, 3), put_u64(&g, 0), put_u64(&g, 5 + (n_merges >= 0) + (pre != NULL));
+    kv_head(&g, "tokenizer.ggml.model", GGUF_STRING), put_str(&g, "gpt2");
+    kv_head(&g, "tokenizer.ggml.tokens", GGUF_ARRAY), put_u32(&g, GGUF_STRING), put_u64(&g, (uint64_t)n);
+    for (int i = 0; i < n; i++) put_str(&g, pieces[i]);
+    kv_head(&g, "tokenizer.ggml.token_type", GGUF_ARRAY), put_u32(&g, GGUF_INT32), put_u64(&g, (uint64_t)n);
+    for (int i = 0; i < n; i++) put_u32(&g, strncmp(pieces[i], "<|", 2) == 0 ? 3 : 1);
+    if (n_merges >= 0) {
+        kv_head(&g, "tokenizer.ggml.merges", GGUF_ARRAY), put_u32(&g, GGUF_STRING), put_u64(&g, (uint64_t)n_merges);
+        for (int i = 0; i < n_merges; i++) put_str(&g, merges[i]);
+    }
+    if (pre) kv_head(&g, "tokenizer.ggml.pre", GGUF_STRING), put_str(&g, pre);
+    kv_head(&g, "tokenizer.ggml.bos_token_id", GGUF_UINT32), put_u32(&g, (uint32_t)n - 1);
+    kv_head(&g, "tokenizer.ggml.eos_token_id", GGUF_UINT32), put_u32(&g, (uint32_t)n - 1);
+    return g;
+}
+
+// "Ġ" (U+0120) is GPT-2's stand-in for a space.
+static const char *const BPE_PIECES[] = {"a",  "b",  "c",  "\xc4\xa0", "ab", "bc", "abc", "\xc4\xa0" "a", "aa",
+                                         "ca", "1",  "2",  "3",        "4",  "12", "34",  "123",          "<|end|>"};
+enum { N_BPE_PIECES = sizeof BPE_PIECES / sizeof BPE_PIECES[0] };
+// Ranks are line numbers; the last two lines name no pieces and are skipped.
+static const char *const BPE_MERGES[] = {"b c", "a b", "a bc", "\xc4\xa0 a", "a a", "3 4", "1 2", "12 3",
+                                         "x y", "nospace"};
+
+static tokenizer *load_bpe_vocab(const char *pre) {
+    gbuf g = make_bpe_vocab(BPE_PIECES, N_BPE_PIECES, BPE_MERGES, 10, pre);
+    tokenizer *t = NULL;
+    char err[ERR_LEN] = "";
+    CHECK(load_buf(&g, &t, err) == 0, "synthetic bpe (%s): %s", pre ? pre : "no pre", err);
+    free(g.b);
+    return t;
+}
+
+// Merge order worked out by hand from the ranks above.
+static void test_synthetic_bpe(void) {
+    tokenizer *t = load_bpe_vocab("gpt-2");
+    if (!t) return;
+    static const int32_t abc[] = {6};  // b c (rank 0) before a b (rank 1), then a bc: abc
+    check_encode(t, "abc", 3, 0, 0, abc, 1, "bpe rank priority");
+    static const int32_t aaa[] = {8, 0};  // equal ranks: the leftmost "a a" first
+    check_encode(t, "aaa", 3, 0, 0, aaa, 2, "bpe leftmost tie");
+    static const int32_t words[] = {0, 3, 6};  // "a" | " abc": Ġ a b c → Ġ a bc → Ġ abc (no "Ġ abc" merge)
+    check_encode(t, "a abc", 5, 0, 0, words, 3, "bpe words");
+    static const int32_t ca[] = {2, 0};  // "ca" is a piece, but no merge makes it
+    check_encode(t, "ca", 2, 0, 0, ca, 2, "bpe no merge");
+    static const int32_t num[] = {14, 15};  // one word: 3 4 (rank 5) first, then 1 2; no "12 34"
+    check_encode(t, "1234", 4, 0, 0, num, 2, "gpt-2 digits");
+    static const int32_t end[] = {4, 17, 2};
+    check_encode(t, "ab<|end|>c", 10, 0, 1, end, 3, "bpe control token");
+    CHECK(tok_add_bos(t) == 0 && tok_bos(t) == 17 && tok_is_eog(t, 17), "gpt-2 pre: no BOS added by default");
+    char buf[8], err[ERR_LEN] = "";
+    CHECK(tok_decode(t, -1, 7, buf, sizeof buf) == 2 && memcmp(buf, " a", 2) == 0, "Ġa decodes to \" a\"");
+    int32_t *ids = NULL;
+    int n;
+    CHECK(tok_encode(t, "az", 2, 0, 0, &ids, &n, err) == -1 && strstr(err, "byte 0x7A"),
+          "a byte without a piece and no <unk>: rc error, err '%s'", err);
+    free(ids);
+    tok_free(t);
+    static const int32_t split3[] = {16, 13};  // \p{N}{1,3} (llama-bpe) and [0-9]{3} (default): 123 | 4
+    static const int32_t split1[] = {10, 11, 12, 13};  // \p{N} (qwen2): one digit per word
+    const char *pres[] = {"llama-bpe", "default", NULL, "qwen2"};
+    const int32_t *want[] = {split3, split3, split3, split1};
+    for (int i = 0; i < 4; i++) {
+        t = load_bpe_vocab(pres[i]);
+        if (!t) continue;
+        check_encode(t, "1234", 4, 0, 0, want[i], i < 3 ? 2 : 4, pres[i] ? pres[i] : "no pre (default)");
+        if (i == 0) {
+            static const int32_t whole[] = {17, 9};  // ignore_merges: a word that is a piece stays whole
+            check_encode(t, "ca", 2, 1, 0, whole, 2, "llama-bpe ignore_merges (+ BOS)");
+            CHECK(tok_add_bos(t) == 1, "llama-bpe adds BOS by default");
+        }
+        tok_free(t);
+    }
+}
+
+static void test_synthetic_bpe_errors(void) {
+    expect_load_error(make_bpe_vocab(BPE_PIECES, N_BPE_PIECES, BPE_MERGES, -1, "gpt-2"), "tokenizer.ggml.merges",
+                      "bpe without merges");
+    expect_load_error(make_bpe_vocab(BPE_PIECES, N_BPE_PIECES, BPE_MERGES, 10, "nope"),
+                      "pre-tokenizer 'nope' not supported", "unknown pre-tokenizer");
+}
+
 // ---- hostile and multilingual input ----
 
 // Encodes n bytes of text, checks the round trip and prints the time (a
@@ -427,13 +596,9 @@ static void timed_roundtrip(const tokenizer *t, const char *text, size_t n, cons
     free(ids);
 }
 
-// Invalid UTF-8 (llama-spm vocabulary, where <0xNN> is id 3 + NN).
+// Invalid UTF-8 the SentencePiece way (llama-spm vocabulary, where <0xNN> is
+// id 3 + NN); test_hostile checks round trips for every vocabulary.
 static void test_invalid_utf8(const tokenizer *t) {
-    // Stray continuation bytes, an overlong form, a surrogate, 0xFF, truncated
-    // sequences (none within 3 bytes before a space: see below).
-    static const char bad[] = "\xff\xfe\x80\x80 abc\xe2\x96xyz \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98xxx end\xe2";
-    check_roundtrip(t, bad, sizeof bad - 1, 0, "invalid utf-8");
-    check_roundtrip(t, bad, sizeof bad - 1, 1, "invalid utf-8 + bos");
     // A character's length comes from its lead byte, after spaces became "▁"
     // (E2 96 81): so "\xc3 " splits as ▁ | C3 E2 | 96 | 81, none of them a piece
     // but the first, and the escaped space comes back as raw bytes. llama.cpp
@@ -453,20 +618,50 @@ static void test_invalid_utf8(const tokenizer *t) {
     }
 }
 
-static void test_hostile(const tokenizer *t) {
-    test_invalid_utf8(t);
+// Fills n bytes with copies of unit (of unit_len bytes), cut at n.
+static void fill(char *buf, size_t n, const char *unit, size_t unit_len) {
+    for (size_t i = 0; i < n; i++) buf[i] = unit[i % unit_len];
+}
+
+// Hostile input for any vocabulary: it must encode without error and decode
+// back byte for byte, in time linear-ish in its size (the times are printed).
+static void test_hostile(const tokenizer *t, const char *name) {
+    char label[96];
+    // Stray continuation bytes, overlong forms, a surrogate, 0xFF, above
+    // U+10FFFF, truncated sequences (SentencePiece cannot take one right before
+    // a space back: see test_invalid_utf8; BPE can, see the second string).
+    static const char bad[] = "\xff\xfe\x80\x80 abc\xe2\x96xyz \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98xxx end\xe2";
+    static const char bad_bpe[] = "\xc3 \xe2\x82 x\xf0\x9f\x98 \xf4\x90\x80\x80 \xef\xbf\xbf\xc1\xbf\xe0\x80\xaf";
+    snprintf(label, sizeof label, "%s: invalid utf-8", name);
+    check_roundtrip(t, bad, sizeof bad - 1, 0, label);
+    check_roundtrip(t, bad, sizeof bad - 1, 1, label);
+    if (strcmp(tok_model_name(t), "gpt2") == 0) check_roundtrip(t, bad_bpe, sizeof bad_bpe - 1, 0, label);
     static const char nul[] = "a\0b\0\0 c\0";
-    check_roundtrip(t, nul, sizeof nul - 1, 0, "NUL bytes");
-    check_roundtrip(t, "\0", 1, 0, "lone NUL");
-    size_t n = 1 << 20;
+    snprintf(label, sizeof label, "%s: NUL bytes", name);
+    check_roundtrip(t, nul, sizeof nul - 1, 0, label);
+    check_roundtrip(t, "\0", 1, 0, label);
+    static const struct { const char *what, *unit; size_t unit_len, n; } BIG[] = {
+        {"1 MB of spaces", " ", 1, 1u << 20},
+        {"10 MB of 'a' (one word)", "a", 1, 10u << 20},
+        {"1 MB of newlines", "\n", 1, 1u << 20},
+        {"1 MB of digits", "7", 1, 1u << 20},
+        {"1 MB of combining accents", "\xcc\x81", 2, 1u << 20},
+        {"1 MB of \"<|\"", "<|", 2, 1u << 20},
+    };
     char *big = malloc(10u << 20);
-    memset(big, ' ', n);
-    timed_roundtrip(t, big, n, "1 MB of spaces");
-    n = 10u << 20;
-    memset(big, 'a', n);
-    timed_roundtrip(t, big, n, "10 MB of 'a'");
-    for (size_t i = 0; i < n; i++) big[i] = (char)(i * 2654435761u >> 13);  // pseudo-random bytes
-    timed_roundtrip(t, big, 1 << 20, "1 MB of random bytes");
+    for (size_t i = 0; i < sizeof BIG / sizeof BIG[0]; i++) {
+        fill(big, BIG[i].n, BIG[i].unit, BIG[i].unit_len);
+        snprintf(label, sizeof label, "%s: %s", name, BIG[i].what);
+        timed_roundtrip(t, big, BIG[i].n, label);
+    }
+    if (strcmp(name, "llama-bpe") == 0) {  // past PCRE2's default match limit of 10 million backtracks
+        fill(big, 10u << 20, " ", 1);
+        snprintf(label, sizeof label, "%s: 10 MB of spaces", name);
+        timed_roundtrip(t, big, 10u << 20, label);
+    }
+    for (size_t i = 0; i < 1u << 20; i++) big[i] = (char)(i * 2654435761u >> 13);  // pseudo-random bytes
+    snprintf(label, sizeof label, "%s: 1 MB of random bytes", name);
+    timed_roundtrip(t, big, 1u << 20, label);
     free(big);
 }
 
@@ -488,12 +683,59 @@ static const char *CORPUS[] = {
     "<0x0A> looks like a byte token; <s> and </s> look like control ones",
 };
 
-static void test_corpus(const tokenizer *t, const char *label) {
+// tests/tok_corpus.txt (run from the repository root, as tests/run.sh does).
+static char *read_corpus(size_t *len) {
+    char *c = read_all("tests/tok_corpus.txt", len);
+    CHECK(c != NULL, "tests/tok_corpus.txt not found (run from the repository root)");
+    return c;
+}
+
+// What a round trip gives back: the text itself, except that phi-3's "</s>"
+// (user-defined, so matched in any text) swallows the whitespace after it, as
+// llama.cpp's phi-3 rule says. malloc'd.
+static char *roundtrip_text(const char *vocab, const char *s, size_t n, size_t *out_len) {
+    char *out = malloc(n + 1);
+    size_t w = 0;
+    int phi3 = strcmp(vocab, "phi-3") == 0;
+    for (size_t i = 0; i < n;) {
+        if (phi3 && n - i >= 4 && memcmp(s + i, "</s>", 4) == 0) {
+            memcpy(out + w, "</s>", 4), w += 4, i += 4;
+            while (i < n && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) i++;
+            continue;
+        }
+        out[w++] = s[i++];
+    }
+    *out_len = w;
+    return out;
+}
+
+static void check_vocab_roundtrip(const tokenizer *t, const char *vocab, const char *s, size_t n, int bos,
+                                  const char *label) {
+    size_t wn;
+    char *want = roundtrip_text(vocab, s, n, &wn);
+    check_roundtrip_as(t, s, n, bos, want, wn, label);
+    free(want);
+}
+
+// Round trips: the short texts above, the corpus file whole, and each of its lines.
+static void test_corpus(const tokenizer *t, const char *vocab, const char *corpus, size_t len) {
+    char l[96];
     for (size_t i = 0; i < sizeof CORPUS / sizeof CORPUS[0]; i++) {
-        char l[96];
-        snprintf(l, sizeof l, "%s corpus #%zu", label, i);
-        check_roundtrip(t, CORPUS[i], strlen(CORPUS[i]), 0, l);
-        check_roundtrip(t, CORPUS[i], strlen(CORPUS[i]), 1, l);
+        snprintf(l, sizeof l, "%s corpus #%zu", vocab, i);
+        check_vocab_roundtrip(t, vocab, CORPUS[i], strlen(CORPUS[i]), 0, l);
+        check_vocab_roundtrip(t, vocab, CORPUS[i], strlen(CORPUS[i]), 1, l);
+    }
+    if (!corpus) return;
+    snprintf(l, sizeof l, "%s tok_corpus.txt", vocab);
+    check_vocab_roundtrip(t, vocab, corpus, len, 0, l);
+    check_vocab_roundtrip(t, vocab, corpus, len, 1, l);
+    int line = 1;
+    for (const char *p = corpus, *end = corpus + len; p < end; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        snprintf(l, sizeof l, "%s tok_corpus.txt line %d", vocab, line);
+        check_vocab_roundtrip(t, vocab, p, n, 0, l);
+        p += n + 1;
     }
 }
 
@@ -529,6 +771,102 @@ static void test_utf8_stream(void) {
     CHECK(k == 6 && memcmp(out, "x\xf0\x9f\x98\x80y", 6) == 0, "utf8: 4-byte char split 2+2");
 }
 
+// ---- --bench: encode/decode speed per vocabulary (numbers only) ----
+
+// src repeated until n bytes (malloc'd), or NULL when src is empty.
+static char *repeat_to(const char *src, size_t src_len, size_t n) {
+    char *out = src_len ? malloc(n) : NULL;
+    for (size_t i = 0; out && i < n; i += src_len) memcpy(out + i, src, n - i < src_len ? n - i : src_len);
+    return out;
+}
+
+// Best of three encodes of text: seconds (-1 on error); the ids of the last in *ids.
+static double time_encode(const tokenizer *t, const char *text, size_t n, int32_t **ids, int *n_ids) {
+    double best = 1e30;
+    char err[ERR_LEN] = "";
+    for (int r = 0; r < 3; r++) {
+        free(*ids);
+        *ids = NULL;
+        double t0 = now_sec();
+        if (tok_encode(t, text, n, 0, 0, ids, n_ids, err) < 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            return -1;
+        }
+        double dt = now_sec() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+// Seconds to decode ids piece by piece into one buffer (as a streaming caller would).
+static double time_decode(const tokenizer *t, const int32_t *ids, int n_ids) {
+    char *buf = malloc((size_t)tok_max_piece_len(t) + 1);
+    size_t total = 0;
+    double t0 = now_sec();
+    for (int i = 0; buf && i < n_ids; i++) {
+        int k = tok_decode(t, i ? ids[i - 1] : -1, ids[i], buf, (size_t)tok_max_piece_len(t) + 1);
+        total += k > 0 ? (size_t)k : 0;
+    }
+    double dt = now_sec() - t0;
+    free(buf);
+    return total ? dt : -1;
+}
+
+// One row: load time, then per text encode MB/s, bytes per token, decode MB/s.
+static void bench_vocab(const char *vocab, char *const *texts, const char *const *names, int n_texts, size_t n) {
+    char path[1024], err[ERR_LEN] = "";
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared_dir(), vocab);
+    gguf_file f = {0};
+    tokenizer *t = NULL;
+    double t0 = now_sec();
+    int rc = gguf_open(&f, path, err);
+    if (rc == 0) rc = tok_load(&t, &f, err);
+    double load = now_sec() - t0;
+    gguf_close(&f);
+    if (rc < 0) {
+        printf("%-10s %s\n", vocab, err);
+        return;
+    }
+    printf("%-10s %6.1f ms", vocab, load * 1e3);
+    for (int i = 0; i < n_texts; i++) {
+        int32_t *ids = NULL;
+        int n_ids = 0;
+        double enc = time_encode(t, texts[i], n, &ids, &n_ids);
+        if (enc < 0) break;
+        double dec = time_decode(t, ids, n_ids);
+        printf(" | %s: encode %5.1f MB/s, %4.2f bytes/token, decode %6.1f MB/s", names[i], n / enc / 1e6,
+               (double)n / n_ids, n / dec / 1e6);
+        free(ids);
+    }
+    printf("\n");
+    tok_free(t);
+}
+
+// English (the GPL-3 text in $SHARED/golden) and the multilingual corpus,
+// each repeated to 1 MiB, through every vocabulary, on one thread.
+static int run_bench(void) {
+    size_t n_en = 0, n_ml = 0, n = 1u << 20;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/golden/gpl-3.txt", shared_dir());
+    char *en = read_all(path, &n_en), *ml = read_all("tests/tok_corpus.txt", &n_ml);
+    char *texts[2] = {repeat_to(en, n_en, n), repeat_to(ml, n_ml, n)};
+    static const char *const names[2] = {"english", "multilingual"};
+    int rc = 0;
+    if (!texts[0] || !texts[1]) {
+        fprintf(stderr, "bench: need %s and tests/tok_corpus.txt (run from the repository root)\n", path);
+        rc = 1;
+    } else {
+        printf("tokenizer: 1 MiB of each text, best of 3 encodes (no BOS, parse_special off), one thread\n");
+        printf("%-10s %9s\n", "vocab", "load");
+        for (size_t i = 0; i < sizeof VOCABS / sizeof VOCABS[0]; i++) bench_vocab(VOCABS[i], texts, names, 2, n);
+    }
+    free(texts[0]);
+    free(texts[1]);
+    free(en);
+    free(ml);
+    return rc;
+}
+
 // The real vocabularies live in $SHARED; without it only the self-contained
 // tests run (and say so).
 static int have_shared(void) {
@@ -540,33 +878,45 @@ static int have_shared(void) {
     return f != NULL;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) return run_bench();
+    if (argc > 1) {
+        fprintf(stderr, "usage: %s [--bench]   (run from the repository root; SHARED=../shared)\n", argv[0]);
+        return 2;
+    }
     test_synthetic_merges();
     test_synthetic_errors();
+    test_synthetic_bpe();
+    test_synthetic_bpe_errors();
     test_utf8_stream();
     if (!have_shared()) {
         printf("test_tokenizer: %d passed, %d failed (real vocabularies skipped)\n", g_pass, g_fail);
         return g_fail == 0 ? 0 : 1;
     }
-    test_vocab_vectors("ggml-vocab-llama-spm.gguf");
-    test_vocab_vectors("ggml-vocab-phi-3.gguf");
-    test_vocab_vectors("ggml-vocab-llama-bpe.gguf");
-    test_vocab_vectors("ggml-vocab-qwen2.gguf");
-    test_vocab_vectors("ggml-vocab-gpt-2.gguf");
+    for (size_t i = 0; i < sizeof VOCABS / sizeof VOCABS[0]; i++) test_vocab_vectors(VOCABS[i]);
     test_stories();
     test_special();
-    tokenizer *t = load_tok("vocab/ggml-vocab-llama-spm.gguf");
-    if (t) {
-        test_hostile(t);
-        test_corpus(t, "llama-spm");
+    test_bpe_meta();
+    test_bpe_special();
+    size_t corpus_len = 0;
+    char *corpus = read_corpus(&corpus_len);
+    for (size_t i = 0; i < sizeof VOCABS / sizeof VOCABS[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", VOCABS[i]);
+        tokenizer *t = load_tok(rel);
+        if (!t) continue;
+        if (i == 0) test_invalid_utf8(t);
+        test_corpus(t, VOCABS[i], corpus, corpus_len);
+        test_hostile(t, VOCABS[i]);
         tok_free(t);
     }
-    t = load_tok("models/gguf/stories260K.gguf");
+    tokenizer *t = load_tok("models/gguf/stories260K.gguf");
     if (t) {
-        test_corpus(t, "stories260K");  // 512 pieces: most characters go through byte fallback
+        test_corpus(t, "stories260K", corpus, corpus_len);  // 512 pieces: most characters go through byte fallback
         tok_free(t);
     }
+    free(corpus);
     printf("test_tokenizer: %d passed, %d failed\n", g_pass, g_fail);
     return g_fail == 0 ? 0 : 1;
 }
