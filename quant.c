@@ -305,7 +305,8 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
 
 // The 32-element layouts share one "unit" shape: 16 lanes of 32 elements
 // (one block or K sub-block per lane), stored as q[512] then 16 floats d
-// (UNIT_D) then 16 words (UNIT_W: the Q8_0 correction or the Q8_1/K s).
+// (UNIT_D) then 16 words (UNIT_W: the Q8_0 correction, the Q8_1 s or the
+// Q8_K bsums pair).
 #define UNIT 512
 #define UNIT_BYTES 640
 #define UNIT_D 512
@@ -324,7 +325,7 @@ static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * 
 #define K16_C 256
 #define K16_D 320
 
-enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K4, ACT_K16 };
+enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16 };
 
 static enum act_layout act_layout_of(uint32_t wtype) {
     switch (wtype) {
@@ -333,8 +334,7 @@ static enum act_layout act_layout_of(uint32_t wtype) {
     case Q_BF16: return ACT_BF16;
     case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: return ACT_Q8_0;
     case Q_Q4_1: case Q_Q5_1: return ACT_Q8_1;
-    case Q_Q5_K: return ACT_K32;
-    case Q_Q4_K: return ACT_K4;
+    case Q_Q4_K: case Q_Q5_K: return ACT_K32;
     case Q_Q6_K: return ACT_K16;
     default: return ACT_NONE;
     }
@@ -344,7 +344,7 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     switch (act_layout_of(wtype)) {
     case ACT_F32: case ACT_F16: return (size_t)round_up(4 * n, 64);
     case ACT_BF16: return (size_t)round_up(2 * n, 64);
-    case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: case ACT_K4: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
+    case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
     case ACT_K16: return (size_t)(n / 256) * K16_BYTES;
     default: return 0;
     }
@@ -448,10 +448,10 @@ static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
 }
 
 // Q8_K rows for Q4_K/Q5_K: lane = 32-element sub-block (two super-blocks per
-// unit), d = the super-block's d. Q5_K's word: s = d * Σq of the sub-block
-// (llama.cpp's bsums pairs, times d). Q4_K's word (pairs): the int16 pair
-// (Σq of sub-block 2p, Σq of sub-block 2p + 1) in both lanes of pair p.
-static void act_k32(const float *x, uint8_t *dst, int64_t n, int pairs) {
+// unit), d = the super-block's d; the word is the int16 pair (Σq of
+// sub-block 2p, Σq of sub-block 2p + 1) in both lanes of pair p (llama.cpp's
+// bsums, summed in pairs, as its kernels use them for the mins).
+static void act_k32(const float *x, uint8_t *dst, int64_t n) {
     memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
     for (int64_t k = 0; k < n / 256; k++) {
         int8_t q[256];
@@ -460,10 +460,8 @@ static void act_k32(const float *x, uint8_t *dst, int64_t n, int pairs) {
         for (int s = 0; s < 8; s++) bs[s] = sum_i8(q + 32 * s, 32);
         for (int s = 0; s < 8; s++) {
             const int64_t B = 8 * k + s;  // sub-block index in the row
-            const float sx = d * (float)bs[s];
             const uint32_t pair = (uint16_t)bs[s & ~1] | (uint32_t)bs[s | 1] << 16;
-            unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d,
-                      pairs ? (const void *)&pair : (const void *)&sx);
+            unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d, &pair);
         }
     }
 }
@@ -519,8 +517,7 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
         break;
     case ACT_Q8_0: act_q8_01(0, x, o, n); break;
     case ACT_Q8_1: act_q8_01(1, x, o, n); break;
-    case ACT_K32: act_k32(x, o, n, 0); break;
-    case ACT_K4: act_k32(x, o, n, 1); break;
+    case ACT_K32: act_k32(x, o, n); break;
     case ACT_K16: act_k16(x, o, n); break;
     default: break;
     }
@@ -577,28 +574,55 @@ static float dot_block32(uint32_t type, const uint8_t *w, const uint8_t *x, int6
     return s;
 }
 
-// Q4_K / Q5_K: per 32-element sub-block d * sc * d_x * Σ q*x, minus the min
-// through the sub-block's s = d_x * Σx: dmin * mn * s (llama.cpp's bsums).
-static float dot_k32(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
-    const size_t bs = QTYPES[type].block_bytes;
-    float s = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += bs) {
-        const block_q4_K *b = (const block_q4_K *)w;  // Q5_K starts with the same fields
+// The integer min part of super-block k of a Q5_K row, M = Σ mn[s] * Σx_s
+// over its sub-blocks s (Σx from the activation's bsums pairs); exact.
+static int32_t k32_min_sum(const uint8_t mn[8], const uint8_t *x, int64_t k) {
+    const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
+    int32_t m = 0;
+    for (int p = 0; p < 4; p++) {
+        const uint32_t pair = load_u32(u0 + UNIT_W + 4 * ((8 * k + 2 * p) % 16));
+        m += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+    }
+    return m;
+}
+
+// ggml's horizontal sum of 8 float lanes (hsum_float_8): the upper half onto
+// the lower, then (0 + 2) + (1 + 3).
+static inline float hsum8_ggml(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+// Q5_K in the float order of llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its
+// AVX2 code, which AVX-512 builds run too): 8 float lanes, lane j holding
+// elements 32s + 4j .. 32s + 4j + 3 of every sub-block s. Per super-block,
+// lane j's exact integer sum Σ_s sc[s] * Σ q*x enters with one fma by
+// D = d_x * fp16(d); the mins run in their own chain S = fma(Dm, M, S) with
+// Dm = d_x * fp16(dmin) and M = Σ mn[s] * Σx_s. The result is
+// hsum8(lanes) - S (llama.cpp adds summs = -S).
+static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
+    float lane[8] = {0};
+    float S = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q5_K)) {
+        const block_q5_K *b = (const block_q5_K *)w;
         uint8_t sc[8], mn[8];
         k4_scales(b->scales, sc, mn);
-        const float d = fp16_to_f32(b->d), dmin = fp16_to_f32(b->dmin);
-        for (int sb = 0; sb < 8; sb++) {
-            const int64_t B = 8 * k + sb;
-            const uint8_t *unit = x + (B / 16) * UNIT_BYTES;
-            const int L = (int)(B % 16);
-            int q[32];
-            for (int j = 0; j < 32; j++)
-                q[j] = type == Q_Q4_K ? q4k_value(b, 32 * sb + j) : q5k_value((const block_q5_K *)w, 32 * sb + j);
-            s += (float)lane_dot(q, unit, L) * ((d * sc[sb]) * load_f32(unit + UNIT_D + 4 * L));
-            s -= (dmin * mn[sb]) * load_f32(unit + UNIT_W + 4 * L);
+        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
+        const int L0 = (int)(8 * k % 16);
+        const float dx = load_f32(u0 + UNIT_D + 4 * L0);
+        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
+        for (int j = 0; j < 8; j++) {
+            int32_t isum = 0;
+            for (int s = 0; s < 8; s++) {
+                int32_t p = 0;
+                for (int i = 0; i < 4; i++)
+                    p += q5k_value(b, 32 * s + 4 * j + i) * (int8_t)u0[lane_pos(L0 + s, 4 * j + i)];
+                isum += sc[s] * p;
+            }
+            lane[j] = fmaf((float)isum, D, lane[j]);
         }
+        S = fmaf((float)k32_min_sum(mn, x, k), Dm, S);
     }
-    return s;
+    return hsum8_ggml(lane) - S;
 }
 
 // Q4_K in the float order of llama.cpp's repacked q4_K_8x8 kernels: per
@@ -660,7 +684,7 @@ static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64
     case Q_F16: return dot_f16(w, x, n);
     case Q_BF16: return dot_bf16(w, x, n);
     case Q_Q4_K: return dot_q4_K(w, x, n, gemm);
-    case Q_Q5_K: return dot_k32(type, w, x, n);
+    case Q_Q5_K: return dot_q5_K(w, x, n);
     case Q_Q6_K: return dot_q6_K(w, x, n);
     default: return dot_block32(type, w, x, n);
     }
@@ -733,8 +757,8 @@ ALWAYS_INLINE void transpose8(__m512i q[8]) {
 
 typedef struct {
     __m512i q[8];  // q[v] lane L: weights 4v..4v+3 of lane L's group, unsigned
-    __m512 d;      // lane L: scale of the integer dot (d, or d * sc for K)
-    __m512 m;      // lane L: factor of x's s (m, or -dmin * mn for K)
+    __m512 d;      // lane L: scale of the integer dot
+    __m512 m;      // lane L: factor of x's s (Q4_1/Q5_1: m)
 } unit_regs;
 
 // Q8_0: z[k] = [block k | block 8+k] (8 dwords each); the transposition puts
@@ -792,73 +816,9 @@ ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, unit_regs *r) 
     r->m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
 }
 
-// Q4_K/Q5_K, two super-blocks per unit, lane L = 8k + s (super-block k,
-// sub-block s = 2c + h: nibble h of qs chunk c). u[c] lane 8k + j = qs dword j
-// of chunk c of super-block k; two transposition stages make u[m] lane
-// 8k + 4*j2 + c = dword j = 4*j2 + m of chunk c, and one permute per output
-// picks the low or high nibble of lane 8k + 4*(v/4) + c into lane 8k + 2c + h
-// of q[v] (weights 4v..4v+3).
-ALWAYS_INLINE void k32_nibbles(const uint8_t *qs0, const uint8_t *qs1, __m512i q[8]) {
-    __m512i u[4];
-    for (int c = 0; c < 4; c++)
-        u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(qs0 + 32 * c))),
-                                  _mm256_loadu_si256((const __m256i *)(qs1 + 32 * c)), 1);
-    swap_stage(&u[0], &u[1], 0);
-    swap_stage(&u[2], &u[3], 0);
-    swap_stage(&u[0], &u[2], 1);
-    swap_stage(&u[1], &u[3], 1);
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i pick0 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 8, 24, 9, 25, 10, 26, 11, 27);
-    const __m512i pick1 = _mm512_add_epi32(pick0, _mm512_set1_epi32(4));
-    for (int m = 0; m < 4; m++) {
-        const __m512i lo = _mm512_and_si512(u[m], m4), hi = _mm512_and_si512(_mm512_srli_epi16(u[m], 4), m4);
-        q[m] = _mm512_permutex2var_epi32(lo, pick0, hi);
-        q[m + 4] = _mm512_permutex2var_epi32(lo, pick1, hi);
-    }
-}
-
-// Q5_K 5th bits: lane 8k + s takes bit s of qh bytes 4v..4v+3 of super-block
-// k; a rotate by 4 - s moves it to bit 4 of each byte.
-ALWAYS_INLINE void k32_high_bits(const uint8_t *qh0, const uint8_t *qh1, __m512i q[8]) {
-    const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qh0)),
-                                          _mm256_loadu_si256((const __m256i *)qh1), 1);
-    const __m512i rot = _mm512_setr_epi32(4, 3, 2, 1, 0, 31, 30, 29, 4, 3, 2, 1, 0, 31, 30, 29);
-    const __m512i base = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8);
-    for (int v = 0; v < 8; v++) {
-        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(v)), qh);
-        q[v] = _mm512_or_si512(q[v], _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x10)));
-    }
-}
-
-// Lane 8k + s: d_k * sc_s and -dmin_k * mn_s of super-block k.
-ALWAYS_INLINE void k32_scales(const block_q4_K *b0, const block_q4_K *b1, unit_regs *r) {
-    uint32_t w0[4], w1[4];  // bytes: 8 scales then 8 mins
-    k4_scale_words(b0->scales, w0);
-    k4_scale_words(b1->scales, w1);
-    const __m128i sc = _mm_setr_epi32((int)w0[0], (int)w0[1], (int)w1[0], (int)w1[1]);
-    const __m128i mn = _mm_setr_epi32((int)w0[2], (int)w0[3], (int)w1[2], (int)w1[3]);
-    const __mmask16 hi = 0xff00;
-    const __m512 d = _mm512_mask_blend_ps(hi, _mm512_set1_ps(fp16_to_f32(b0->d)), _mm512_set1_ps(fp16_to_f32(b1->d)));
-    const __m512 dmin = _mm512_mask_blend_ps(hi, _mm512_set1_ps(-fp16_to_f32(b0->dmin)), _mm512_set1_ps(-fp16_to_f32(b1->dmin)));
-    r->d = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d);
-    r->m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)), dmin);
-}
-
-// Unpacks one full unit (16 blocks, or 2 super-blocks) of `type` into r.
+// Unpacks one full unit (16 blocks) of `type` into r.
 ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *r) {
     const size_t bs = QTYPES[type].block_bytes;
-    if (type == Q_Q4_K || type == Q_Q5_K) {
-        const block_q4_K *b0 = (const block_q4_K *)blocks, *b1 = (const block_q4_K *)(blocks + bs);
-        if (type == Q_Q4_K) {
-            k32_nibbles(b0->qs, b1->qs, r->q);
-        } else {
-            const block_q5_K *c0 = (const block_q5_K *)blocks, *c1 = (const block_q5_K *)(blocks + bs);
-            k32_nibbles(c0->qs, c1->qs, r->q);
-            k32_high_bits(c0->qh, c1->qh, r->q);
-        }
-        k32_scales(b0, b1, r);
-        return;
-    }
     if (type == Q_Q8_0) q8_0_qs((const block_q8_0 *)blocks, r->q);
     else nibble_qs(blocks, bs, type == Q_Q4_0 ? 2 : type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : 8, r->q);
     if (type == Q_Q5_0 || type == Q_Q5_1) add_high_bits(blocks, bs, type == Q_Q5_0 ? 2 : 4, r->q);
@@ -888,7 +848,7 @@ ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *
 ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
                                const uint8_t *x, size_t xs, float *out, const int NT) {
     const size_t bs = QTYPES[type].block_bytes;
-    const int64_t per = QTYPES[type].block == 256 ? 2 : 16;  // blocks per unit
+    const int64_t per = 16;  // blocks per unit
     const int64_t nb = n / QTYPES[type].block;
     __m512 acc[TILE_T];
 #pragma GCC unroll 16
@@ -896,7 +856,6 @@ ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *blocks = w + (size_t)(u * per) * bs;
         uint8_t pad[16 * sizeof(block_q8_0)];  // a last, partial unit, padded with zero blocks
-        _Static_assert(sizeof pad >= 2 * sizeof(block_q5_K), "pad holds two K blocks");
         if (nb - per * u < per) {
             memset(pad, 0, sizeof pad);
             memcpy(pad, blocks, (size_t)(nb - per * u) * bs);
@@ -922,7 +881,6 @@ UNIT_TILE(tile_q4_0, Q_Q4_0)
 UNIT_TILE(tile_q5_0, Q_Q5_0)
 UNIT_TILE(tile_q4_1, Q_Q4_1)
 UNIT_TILE(tile_q5_1, Q_Q5_1)
-UNIT_TILE(tile_q5_K, Q_Q5_K)
 
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
 
@@ -1116,6 +1074,105 @@ static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const ui
     }
 }
 
+// --- Q5_K: lanes = 16 weight rows (llama.cpp's vec_dot float order) ------
+//
+// llama.cpp's x86 Q5_K kernel (ggml_vec_dot_q5_K_q8_K, AVX2 code: there is
+// no AVX-512 one) keeps 8 float lanes per row, lane j gathering elements
+// 32s + 4j .. 32s + 4j + 3 of every sub-block s, and one fma per lane and
+// super-block; the mins go to a scalar chain. Here, as for Q4_K, a vector
+// lane is a weight row, and each of ggml's 8 lanes is its own vector:
+// acc[j] lane r follows row r's lane j (dot_q5_K states the math).
+
+#define Q5K_TILE_T 16  // tokens per pass over a group of 16 rows (at most)
+
+// The 5-bit weights of one super-block of 16 rows at byte off: W[s][j]
+// lane r = weights 4j..4j+3 of sub-block s of row r. Bit s of qh byte e is
+// the 5th bit of element e of sub-block s; a shift by 4 - s moves it to bit 4.
+ALWAYS_INLINE void q5k_rows_weights(const uint8_t *const rows[16], size_t off, __m512i W[8][8]) {
+    __m512i qh[8], raw[8];
+    rows_load32(rows, off + offsetof(block_q5_K, qh), qh);
+    const __m512i m4 = _mm512_set1_epi8(15), bit4 = _mm512_set1_epi8(0x10);
+    for (int c = 0; c < 4; c++) {
+        rows_load32(rows, off + offsetof(block_q5_K, qs) + 32 * (size_t)c, raw);
+        for (int h = 0; h < 2; h++) {
+            const int s = 2 * c + h;
+            for (int j = 0; j < 8; j++) {
+                const __m512i lo = _mm512_and_si512(h ? _mm512_srli_epi16(raw[j], 4) : raw[j], m4);
+                const __m512i hb = s < 4 ? _mm512_slli_epi32(qh[j], 4 - s) : _mm512_srli_epi32(qh[j], s - 4);
+                W[s][j] = _mm512_ternarylogic_epi32(lo, hb, bit4, 0xF8);  // lo | (hb & bit4)
+            }
+        }
+    }
+}
+
+// y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
+ALWAYS_INLINE void q5k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x, size_t xs,
+                              float *y, size_t ldy, const int NT) {
+    __m512 acc[Q5K_TILE_T][8], S[Q5K_TILE_T];
+    for (int t = 0; t < NT; t++) {
+        S[t] = _mm512_setzero_ps();
+        for (int j = 0; j < 8; j++) acc[t][j] = _mm512_setzero_ps();
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q5_K);
+        __m512i sc[8], mnp[4], W[8][8];
+        __m512 dw, dmw;
+        q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);  // d, dmin, scales: as in Q4_K
+        q5k_rows_weights(rows, off, W);
+        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
+        const int L0 = (int)(8 * k % 16);                      // its first lane
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = u + (size_t)t * xs;
+            const __m512 dx = _mm512_set1_ps(load_f32(a + UNIT_D + 4 * L0));
+            const __m512 D = _mm512_mul_ps(dw, dx);
+            for (int j = 0; j < 8; j++) {
+                // Σ q*x over 4 elements is at most 4 * 31 * 127 in magnitude: it
+                // fits int16, so VPDPWSSD against sc (high half 0) scales it exactly
+                __m512i i0 = zero, i1 = zero;
+                for (int s = 0; s < 8; s += 2) {
+                    const uint8_t *p = a + 64 * j + 4 * (L0 + s);
+                    i0 = _mm512_dpwssd_epi32(i0, _mm512_dpbusd_epi32(zero, W[s][j], bcast32(p)), sc[s]);
+                    i1 = _mm512_dpwssd_epi32(i1, _mm512_dpbusd_epi32(zero, W[s + 1][j], bcast32(p + 4)), sc[s + 1]);
+                }
+                acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), D, acc[t][j]);
+            }
+            __m512i M = zero;
+            for (int p = 0; p < 4; p++) M = _mm512_dpwssd_epi32(M, mnp[p], bcast32(a + UNIT_W + 4 * (L0 + 2 * p)));
+            S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmw, dx), S[t]);
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
+    for (int t = 0; t < NT; t++) {
+        const __m512 *v = acc[t];  // hsum_float_8's pairing: ((0+4) + (2+6)) + ((1+5) + (3+7))
+        const __m512 h = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                       _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+        _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(h, S[t]));
+    }
+}
+
+static void matmul_q5_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                        float *y, size_t ldy) {
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const int nv = nr - r0 < 16 ? nr - r0 : 16;
+        const uint8_t *rows[16];
+        for (int r = 0; r < 16; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        int tn;
+        for (int t = 0; t < nt; t += tn) {
+            for (tn = Q5K_TILE_T; tn > nt - t;) tn /= 2;
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            switch (tn) {
+            case 16: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 16); break;
+            case 8: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 8); break;
+            case 4: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 4); break;
+            case 2: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 2); break;
+            default: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 1); break;
+            }
+        }
+    }
+}
+
 // --- float types (unit = 16 elements; 32 for BF16) -------------------------
 
 ALWAYS_INLINE void f_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
@@ -1189,7 +1246,6 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
     case Q_Q5_0: return tile_q5_0;
     case Q_Q4_1: return tile_q4_1;
     case Q_Q5_1: return tile_q5_1;
-    case Q_Q5_K: return tile_q5_K;
     case Q_Q6_K: *unit = 256; return tile_q6_K;
     case Q_BF16: *unit = 32; return tile_bf16;
     case Q_F16: *unit = 16; return tile_f16;
@@ -1287,6 +1343,7 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
     if (!q || !q->compute || nr <= 0 || nt <= 0) return;
 #if defined(Q_AVX512)
     if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+    else if (wtype == Q_Q5_K) matmul_q5_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
     else matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
 #else
     for (int r = 0; r < nr; r++) {

@@ -70,9 +70,8 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 //         sub-block, so lanes 8k..8k+7 share super-block k's d); byte
 //         64*v + 4*L + i of q holds element 32*L + 4*v + i (v < 8, i < 4).
 //         w is int32 -128*Σq for Q8_0 values, float s for Q8_1 values,
-//         float d * Σq (over the lane) for Q5_K's Q8_K values, and for
-//         Q4_K's the int16 pair (Σq of lane 2p, Σq of lane 2p+1) in both
-//         lanes of pair p.
+//         and for Q8_K values (Q4_K, Q5_K) the int16 pair (Σq of lane 2p,
+//         Σq of lane 2p+1) in both lanes of pair p.
 //   Q6_K (Q8_K values): one 384-byte record per super-block: int8 q[256],
 //         int32 c[16], float d, 60 bytes padding. Byte 64*v + 4*g + i of q
 //         holds element 16*g + 4*v + i (v < 4, i < 4); c[g] = -32 * bsums[g].

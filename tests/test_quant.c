@@ -7,7 +7,9 @@
 // References: numpy's float16 and a float64 numpy dequantizer written from the
 // ggml layouts (tests/ref_quant.py, which checks itself against higher-
 // precision copies of the same tensors); hand-derived activation
-// quantizations; and float64 dot products for q_matmul.
+// quantizations; float64 dot products for q_matmul; and, for Q5_K, a
+// re-statement of llama.cpp's x86 vec_dot float order that q_matmul must
+// match bit for bit on every path (SIMD or scalar, one token or a tile).
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -467,6 +469,75 @@ static void test_matmul(void) {
     }
 }
 
+// llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its AVX2 code, which AVX-512
+// builds also run), one ggml block_q5_K row (176-byte blocks: fp16 d, dmin,
+// 12 packed 6-bit scale/min bytes, qh[32], qs[128]) against the q and d of a
+// quantized activation row. Float order: 8 lanes, lane j = elements
+// 32s + 4j..32s + 4j + 3 of all 8 sub-blocks s, lane = fma(d_x * d, Σ_s sc*Σqx,
+// lane) per super-block; summs = fma(-d_x * dmin, Σ_s mn*Σx, summs); result
+// hsum_float_8(lanes) + summs.
+static float ref_q5_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n) {
+    float lane[8] = {0}, summs = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++) {
+        const uint8_t *b = w + 176 * k, *scb = b + 4, *qh = b + 16, *qs = b + 48;
+        uint16_t dh, mh;
+        memcpy(&dh, b, 2), memcpy(&mh, b + 2, 2);
+        int sc[8], mn[8], a[256];
+        for (int s = 0; s < 8; s++) {
+            sc[s] = s < 4 ? scb[s] & 63 : (scb[s + 4] & 15) | (scb[s - 4] >> 6) << 4;
+            mn[s] = s < 4 ? scb[s + 4] & 63 : (scb[s + 4] >> 4) | (scb[s] >> 6) << 4;
+        }
+        float dx = 0.0f;
+        for (int e = 0; e < 256; e++) a[e] = act_q(Q_Q5_K, xq, n, 256 * k + e, &dx);
+        int32_t isum[8] = {0}, imin = 0;
+        for (int s = 0; s < 8; s++)
+            for (int l = 0; l < 32; l++) {
+                const int q = ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15) + 16 * ((qh[l] >> s) & 1);
+                isum[l / 4] += sc[s] * q * a[32 * s + l];
+                imin += mn[s] * a[32 * s + l];
+            }
+        const float d = dx * fp16_to_f32(dh), dmin = -dx * fp16_to_f32(mh);
+        for (int j = 0; j < 8; j++) lane[j] = fmaf(d, (float)isum[j], lane[j]);
+        summs = fmaf(dmin, (float)imin, summs);
+    }
+    return (((lane[4] + lane[0]) + (lane[6] + lane[2])) + ((lane[5] + lane[1]) + (lane[7] + lane[3]))) + summs;
+}
+
+// Q5_K products must equal ref_q5_K_dot bit for bit (greedy outputs on
+// near-tied logits depend on it), for row counts around the 16-row groups
+// and token counts that exercise every tile size.
+static void test_q5_K_order(void) {
+    static const int shapes[][2] = {{1, 1}, {16, 1}, {17, 3}, {5, 8}, {33, 13}, {3, 16}};
+    static const int64_t sizes[] = {256, 768, 4096};
+    rng_t r = {0x5EED5EED5ull};
+    int checked = 0, bad = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            const int64_t n = sizes[si];
+            const int nr = shapes[k][0], nt = shapes[k][1];
+            const size_t ws = qtype_row_bytes(Q_Q5_K, n) + 32, xs = q_act_row_bytes(Q_Q5_K, n) + 64;
+            uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
+            float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * nr * nt);
+            for (int i = 0; i < nr; i++) random_row(&r, Q_Q5_K, w + i * ws, n);
+            for (int t = 0; t < nt; t++) {
+                const double amp = t % 3 == 2 ? 1e-3 : 1.0;
+                for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)(amp * gauss(&r));
+                q_quantize_act(Q_Q5_K, x, xq + t * xs, n);
+            }
+            q_matmul(Q_Q5_K, n, w, ws, nr, xq, xs, nt, y, (size_t)nr);
+            for (int t = 0; t < nt; t++)
+                for (int i = 0; i < nr; i++, checked++) {
+                    const float want = ref_q5_K_dot(w + i * ws, xq + t * xs, n), got = y[(size_t)t * nr + i];
+                    if (fbits(got) != fbits(want) && bad++ < 3)
+                        fail("Q5_K order n=%lld nr=%d nt=%d row %d token %d: %a, llama.cpp's order gives %a",
+                             (long long)n, nr, nt, i, t, got, want);
+                }
+            free(w), free(xq), free(x), free(y);
+        }
+    if (bad) fail("Q5_K order: %d of %d products differ from llama.cpp's float order", bad, checked);
+    printf("Q5_K float order (%s): %d products bit-identical to llama.cpp's\n", q_simd_name(), checked - bad);
+}
+
 // ------------------------------------------------------------------- bench
 
 // Single-thread speeds over a 8192 x 2048 weight matrix: the decode matvec
@@ -534,6 +605,7 @@ int main(int argc, char **argv) {
     test_act_q8_K();
     test_act_float();
     test_matmul();
+    test_q5_K_order();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
