@@ -325,7 +325,20 @@ static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * 
 #define K16_C 256
 #define K16_D 320
 
-enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16 };
+// Q4_K activation rows: one 320-byte record per super-block: q[256] with
+// sub-block s at k4_sub_off(s), then 16 words: word 0 = d (float), words
+// 8..11 = the int16 pairs (Σq of sub-block 2p, Σq of sub-block 2p + 1),
+// the rest 0. The q order pairs each 64-byte vector with 64 bytes of Q4_K's
+// qs: qs[0..63] hold sub-blocks 0 and 2 in their low nibbles and 1 and 3 in
+// the high ones, so vector j = 0, 1, 2, 3 holds sub-blocks (0, 2), (1, 3),
+// (4, 6), (5, 7), 32 elements each in element order.
+#define K4_BYTES 320
+#define K4_W 256       // the 16 words
+#define K4_PAIRS 288   // word 8: the first bsums pair
+
+static inline size_t k4_sub_off(int s) { return (size_t)(64 * (2 * (s >> 2) + (s & 1)) + 32 * ((s >> 1) & 1)); }
+
+enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16, ACT_K4 };
 
 static enum act_layout act_layout_of(uint32_t wtype) {
     switch (wtype) {
@@ -334,7 +347,8 @@ static enum act_layout act_layout_of(uint32_t wtype) {
     case Q_BF16: return ACT_BF16;
     case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: return ACT_Q8_0;
     case Q_Q4_1: case Q_Q5_1: return ACT_Q8_1;
-    case Q_Q4_K: case Q_Q5_K: return ACT_K32;
+    case Q_Q4_K: return ACT_K4;
+    case Q_Q5_K: return ACT_K32;
     case Q_Q6_K: return ACT_K16;
     default: return ACT_NONE;
     }
@@ -346,6 +360,7 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     case ACT_BF16: return (size_t)round_up(2 * n, 64);
     case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
     case ACT_K16: return (size_t)(n / 256) * K16_BYTES;
+    case ACT_K4: return (size_t)(n / 256) * K4_BYTES;
     default: return 0;
     }
 }
@@ -447,7 +462,7 @@ static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
     }
 }
 
-// Q8_K rows for Q4_K/Q5_K: lane = 32-element sub-block (two super-blocks per
+// Q8_K rows for Q5_K: lane = 32-element sub-block (two super-blocks per
 // unit), d = the super-block's d; the word is the int16 pair (Σq of
 // sub-block 2p, Σq of sub-block 2p + 1) in both lanes of pair p (llama.cpp's
 // bsums, summed in pairs, as its kernels use them for the mins).
@@ -462,6 +477,23 @@ static void act_k32(const float *x, uint8_t *dst, int64_t n) {
             const int64_t B = 8 * k + s;  // sub-block index in the row
             const uint32_t pair = (uint16_t)bs[s & ~1] | (uint32_t)bs[s | 1] << 16;
             unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d, &pair);
+        }
+    }
+}
+
+// Q8_K rows for Q4_K: per super-block q[256] in k4_sub_off order, d and
+// the bsums pairs (layout at K4_BYTES).
+static void act_k4(const float *x, uint8_t *dst, int64_t n) {
+    memset(dst, 0, q_act_row_bytes(Q_Q4_K, n));
+    for (int64_t k = 0; k < n / 256; k++) {
+        int8_t q[256];
+        const float d = quant_block_q8_K(x + 256 * k, q);
+        uint8_t *rec = dst + k * K4_BYTES;
+        for (int s = 0; s < 8; s++) memcpy(rec + k4_sub_off(s), q + 32 * s, 32);
+        memcpy(rec + K4_W, &d, 4);
+        for (int p = 0; p < 4; p++) {
+            const uint32_t pair = (uint16_t)sum_i8(q + 64 * p, 32) | (uint32_t)sum_i8(q + 64 * p + 32, 32) << 16;
+            memcpy(rec + K4_PAIRS + 4 * p, &pair, 4);
         }
     }
 }
@@ -519,6 +551,7 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
     case ACT_Q8_1: act_q8_01(1, x, o, n); break;
     case ACT_K32: act_k32(x, o, n); break;
     case ACT_K16: act_k16(x, o, n); break;
+    case ACT_K4: act_k4(x, o, n); break;
     default: break;
     }
 }
@@ -637,18 +670,18 @@ static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
         const block_q4_K *b = (const block_q4_K *)w;
         uint8_t sc[8], mn[8];
         k4_scales(b->scales, sc, mn);
-        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
-        const float dx = load_f32(u0 + UNIT_D + 4 * (8 * k % 16));
+        const uint8_t *rec = x + k * K4_BYTES;
+        const float dx = load_f32(rec + K4_W);
         const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
         int32_t isum = 0, msum = 0;
         for (int p = 0; p < 4; p++) {
             for (int h = 0; h < 2; h++) {
-                const int s = 2 * p + h, L = (int)((8 * k + s) % 16);
-                int q[32];
-                for (int j = 0; j < 32; j++) q[j] = q4k_value(b, 32 * s + j);
-                isum += sc[s] * lane_dot(q, u0, L);
+                const int s = 2 * p + h;
+                int32_t dot = 0;
+                for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
+                isum += sc[s] * dot;
             }
-            const uint32_t pair = load_u32(u0 + UNIT_W + 4 * ((8 * k + 2 * p) % 16));
+            const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
             msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
             if (gemm || p == 3) {
                 s1 = fmaf((float)isum, D, s1);
@@ -753,7 +786,7 @@ ALWAYS_INLINE void transpose8(__m512i q[8]) {
             if (!(k & (1 << s))) swap_stage(&q[k], &q[k | 1 << s], s);
 }
 
-// --- units of 16 lanes × 32 weights: the 32-element types and Q4_K/Q5_K ----
+// --- units of 16 lanes × 32 weights: the 32-element types -----------------
 
 typedef struct {
     __m512i q[8];  // q[v] lane L: weights 4v..4v+3 of lane L's group, unsigned
@@ -949,8 +982,8 @@ static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const
 // accumulators advance once per super-block (gemv) or per 64 elements
 // (gemm) in a fixed serial order, so here each lane is one weight row and
 // runs that same chain; integer sums are exact in any order. Activations
-// are broadcast: lane-transposed unit dword (sub-block B, v) is at
-// unit B/16, byte 64v + 4(B%16).
+// are broadcast: dword v of sub-block s of super-block k is at record k,
+// byte k4_sub_off(s) + 4v (layout at K4_BYTES).
 
 #define Q4K_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
 
@@ -1013,21 +1046,20 @@ ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t
         __m512i sc[8], mnp[4];
         __m512 dw, dmw;
         q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
-        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
-        const int L0 = (int)(8 * k % 16);                      // its first lane
+        const uint8_t *u = x + (size_t)k * K4_BYTES;  // this super-block's activation record
         for (int c = 0; c < 4; c++) {
             __m512i raw[8], nib[8];
             rows_load32(rows, off + offsetof(block_q4_K, qs) + 32 * (size_t)c, raw);
             for (int h = 0; h < 2; h++) {
-                const int L = L0 + 2 * c + h;
+                const size_t sub = k4_sub_off(2 * c + h);
                 for (int v = 0; v < 8; v++) nib[v] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[v], 4) : raw[v], m4);
                 for (int t = 0; t < NT; t++) {
-                    const uint8_t *a = u + (size_t)t * xs + 4 * L;
+                    const uint8_t *a = u + (size_t)t * xs + sub;  // dword v: elements 4v..4v+3
                     __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], bcast32(a));
-                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], bcast32(a + 64));
+                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], bcast32(a + 4));
                     for (int v = 2; v < 8; v += 2) {
-                        i0 = _mm512_dpbusd_epi32(i0, nib[v], bcast32(a + 64 * v));
-                        i1 = _mm512_dpbusd_epi32(i1, nib[v + 1], bcast32(a + 64 * v + 64));
+                        i0 = _mm512_dpbusd_epi32(i0, nib[v], bcast32(a + 4 * v));
+                        i1 = _mm512_dpbusd_epi32(i1, nib[v + 1], bcast32(a + 4 * v + 4));
                     }
                     // |i0|, |i1| <= 16 * 15 * 127 fit int16, so VPDPWSSD against
                     // sc (high half 0) multiplies them exactly
@@ -1035,10 +1067,10 @@ ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t
                 }
             }
             for (int t = 0; t < NT; t++)
-                M[t] = _mm512_dpwssd_epi32(M[t], mnp[c], bcast32(u + (size_t)t * xs + UNIT_W + 4 * (L0 + 2 * c)));
+                M[t] = _mm512_dpwssd_epi32(M[t], mnp[c], bcast32(u + (size_t)t * xs + K4_PAIRS + 4 * c));
             if (gemm || c == 3) {
                 for (int t = 0; t < NT; t++) {
-                    const __m512 dx = _mm512_set1_ps(load_f32(u + (size_t)t * xs + UNIT_D + 4 * L0));
+                    const __m512 dx = _mm512_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
                     s1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), _mm512_mul_ps(dw, dx), s1[t]);
                     s2[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmw, dx), s2[t]);
                     I[t] = M[t] = _mm512_setzero_si512();
@@ -1048,6 +1080,129 @@ ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t
     }
     const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(s1[t], s2[t]));
+}
+
+// --- Q4_K decode: one token, 8 rows streamed side by side ------------------
+//
+// One token (decode, and llama.cpp's gemv leftovers of a batch) runs the
+// same per-row float chain as q4k_rows_n with NT = 1: per super-block, exact
+// integers I and M, then s1 = fma(I, fp16(d) * d_x, s1) and s2 = fma(M,
+// fp16(dmin) * d_x, s2). Only the integer work is arranged differently: each
+// row's qs load straight from memory (64 bytes a vector, no transposition),
+// paired with the activation record's vectors (see K4_BYTES), and the
+// 8 rows' integer vectors are summed by one transposing reduction.
+
+// Bytes ahead of the current block that q4k_decode8 prefetches in each row:
+// 8 streams at DRAM latency need more requests in flight than the hardware
+// prefetcher issues (a 2-thread matvec went from ~50 to ~62 GB/s).
+#define Q4K_PREFETCH (2 * sizeof(block_q4_K))
+
+// Per 4 rows (128-bit lane r = row r's 16 header bytes: d | dmin << 16, the
+// 12 scale bytes), the unpacked 6-bit values: lane r bytes 0..7 = sc[0..7],
+// bytes 8..15 = mn[0..7] (k4_scale_words, lane by lane).
+ALWAYS_INLINE __m512i q4k_scales4(__m512i z) {
+    const __m512i p = _mm512_srlv_epi32(_mm512_shuffle_epi32(z, _MM_SHUFFLE(3, 2, 3, 1)),   // s0 s2 s1 s2>>4
+                                        _mm512_set4_epi32(4, 0, 0, 0));
+    const __m512i q = _mm512_srlv_epi32(_mm512_shuffle_epi32(z, _MM_SHUFFLE(2, 2, 1, 1)),   // s0 s0>>2 s1 s1>>2
+                                        _mm512_set4_epi32(2, 0, 2, 0));
+    const __m512i lo = _mm512_and_si512(p, _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    return _mm512_ternarylogic_epi32(lo, q, _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0), 0xF8);  // lo | (q & m)
+}
+
+// 128-bit lane i of v in all four lanes (the switch keeps the shuffle's
+// immediate a constant also where the caller's loop is not unrolled).
+ALWAYS_INLINE __m512i lane128_bcast(__m512i v, int i) {
+    switch (i) {
+    case 0: return _mm512_shuffle_i32x4(v, v, 0x00);
+    case 1: return _mm512_shuffle_i32x4(v, v, 0x55);
+    case 2: return _mm512_shuffle_i32x4(v, v, 0xaa);
+    default: return _mm512_shuffle_i32x4(v, v, 0xff);
+    }
+}
+
+// The header vector of 4 rows (128-bit lane r = rows[r]'s first 16 bytes at off).
+ALWAYS_INLINE __m512i q4k_headers4(const uint8_t *const rows[4], size_t off) {
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[0] + off)));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[1] + off)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[2] + off)), 2);
+    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[3] + off)), 3);
+}
+
+#define B2(s) s, -128  // a pshufb word: byte s of the lane, then a zero byte
+#define B8(a, b) B2(a), B2(a), B2(a), B2(a), B2(b), B2(b), B2(b), B2(b)
+#define Z16 -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128
+// pshufb controls on a row's 16 scale bytes (q4k_scales4's lane, in all four
+// lanes): the int16 scales of packs(P0, P1) and packs(P2, P3) (q4k_decode8),
+// and the (mn[2p], mn[2p + 1]) pairs in dwords 8..11, facing K4_PAIRS.
+static const int8_t Q4K_SC01[64] = {B8(0, 1), B8(0, 1), B8(2, 3), B8(2, 3)};
+static const int8_t Q4K_SC23[64] = {B8(4, 5), B8(4, 5), B8(6, 7), B8(6, 7)};
+static const int8_t Q4K_MN[64] = {Z16, Z16, B2(8), B2(9), B2(10), B2(11), B2(12), B2(13), B2(14), B2(15), Z16};
+#undef B2
+#undef B8
+#undef Z16
+
+// One row's integers of one super-block: lanes 0..7 of the result sum to I,
+// lanes 8..15 to M. q: the row's qs; sc: the row's scale bytes in every
+// 128-bit lane; X: the activation record's 4 q vectors; pairs: its words.
+ALWAYS_INLINE __m512i q4k_decode_row(const uint8_t *q, __m512i sc, const __m512i X[4], __m512i pairs) {
+    const __m512i m4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512();
+    const __m512i w0 = load512(q), w1 = load512(q + 64);
+    // P0..P3 dword lanes 0..7 / 8..15: Σ q*x over 4 elements of sub-blocks
+    // (0 | 2), (1 | 3), (4 | 6), (5 | 7); |P| <= 4 * 15 * 128 packs into int16
+    const __m512i P0 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(w0, m4), X[0]);
+    const __m512i P1 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4), X[1]);
+    const __m512i P2 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(w1, m4), X[2]);
+    const __m512i P3 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4), X[3]);
+    __m512i I = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(P0, P1), _mm512_shuffle_epi8(sc, load512(Q4K_SC01)));
+    I = _mm512_dpwssd_epi32(I, _mm512_packs_epi32(P2, P3), _mm512_shuffle_epi8(sc, load512(Q4K_SC23)));
+    // fold I's 16 lanes into 8, then M's 4 products into lanes 8..11
+    const __m512i F = _mm512_maskz_add_epi32(0x00ff, I, _mm512_shuffle_i64x2(I, I, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_dpwssd_epi32(F, _mm512_shuffle_epi8(sc, load512(Q4K_MN)), pairs);
+}
+
+// Sums of 8 vectors' 128-bit lanes: V[r] lanes 0,1 (I) and 2,3 (M) of row r
+// end up in lane r % 4 of 128-bit lane 2 * (r / 4) (I) and 2 * (r / 4) + 1 (M).
+ALWAYS_INLINE __m512i q4k_reduce8(const __m512i V[8]) {
+    __m512i S[4], Q[2];
+    for (int i = 0; i < 4; i++)  // [a0+a2, b0+b2, a1+a3, b1+b3] per 128-bit lane
+        S[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(V[2 * i], V[2 * i + 1]),
+                                _mm512_unpackhi_epi32(V[2 * i], V[2 * i + 1]));
+    for (int i = 0; i < 2; i++)  // lane r of each 128-bit lane: row 4i + r's sum over it
+        Q[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(S[2 * i], S[2 * i + 1]),
+                                _mm512_unpackhi_epi64(S[2 * i], S[2 * i + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x.
+static void q4k_decode8(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x, float *y) {
+    // halves of the two header vectors: d of rows 0-3, dmin of rows 0-3, d of 4-7, dmin of 4-7
+    const __m512i dsel = _mm512_setr_epi32(0 | 8 << 16, 16 | 24 << 16, 1 | 9 << 16, 17 | 25 << 16,
+                                           32 | 40 << 16, 48 | 56 << 16, 33 | 41 << 16, 49 | 57 << 16,
+                                           0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc = _mm512_setzero_ps();  // lanes as q4k_reduce8: s1 and s2 of each row
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q4_K);
+        const uint8_t *rec = x + (size_t)k * K4_BYTES;
+        const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
+        const __m512i pairs = load512(rec + K4_W);
+        const __m512i ha = q4k_headers4(rows, off), hb = q4k_headers4(rows + 4, off);
+        const __m512i sa = q4k_scales4(ha), sb = q4k_scales4(hb);
+        __m512i V[8];
+        for (int r = 0; r < 8; r++)  // the 3 cache lines a block ahead may touch (past the end: harmless)
+            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
+        for (int r = 0; r < 8; r++) {
+            const __m512i s4 = r < 4 ? sa : sb;
+            const __m512i sc = lane128_bcast(s4, r % 4);  // row r's scale bytes, 4 times
+            V[r] = q4k_decode_row(rows[r] + off + offsetof(block_q4_K, qs), sc, X, pairs);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(ha, dsel, hb)));
+        const __m512 D = _mm512_mul_ps(dw, _mm512_set1_ps(load_f32(rec + K4_W)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4k_reduce8(V)), D, acc);
+    }
+    const __m512 res = _mm512_sub_ps(acc, _mm512_shuffle_f32x4(acc, acc, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 out = _mm512_maskz_compress_ps(0x0f0f, res);  // lanes 0-3, 8-11: s1 - s2 of rows 0-7
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
 
 static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
@@ -1066,8 +1221,9 @@ static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const ui
             } else if (t < ngemm) {
                 q4k_rows_n(rows, nv, n, xt, xs, 1, yt, ldy, 4);
                 t += 4;
-            } else {
-                q4k_rows_n(rows, nv, n, xt, xs, 0, yt, ldy, 1);
+            } else {  // gemv: the one-token kernel, 8 rows at a time
+                for (int r = 0; r < nv; r += 8)
+                    q4k_decode8(rows + r, nv - r < 8 ? nv - r : 8, n, xt, yt + r);
                 t += 1;
             }
         }

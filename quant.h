@@ -63,15 +63,21 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 //   F32 weights:  float[n] (x copied)
 //   F16 weights:  float[n] holding fp16-rounded values
 //   BF16 weights: uint16 bf16[n]
-//   Q8_0, Q4_0, Q5_0 (Q8_0 values), Q4_1, Q5_1 (Q8_1 values), Q4_K, Q5_K
+//   Q8_0, Q4_0, Q5_0 (Q8_0 values), Q4_1, Q5_1 (Q8_1 values), Q5_K
 //         (Q8_K values): units of 512 elements (the last one zero-padded),
 //         640 bytes each: int8 q[512], float d[16], then 16 words w. Lane L
 //         of a unit is 32 consecutive elements (a block; for Q8_K a 32-element
 //         sub-block, so lanes 8k..8k+7 share super-block k's d); byte
 //         64*v + 4*L + i of q holds element 32*L + 4*v + i (v < 8, i < 4).
 //         w is int32 -128*Σq for Q8_0 values, float s for Q8_1 values,
-//         and for Q8_K values (Q4_K, Q5_K) the int16 pair (Σq of lane 2p,
+//         and for Q8_K values (Q5_K) the int16 pair (Σq of lane 2p,
 //         Σq of lane 2p+1) in both lanes of pair p.
+//   Q4_K (Q8_K values): one 320-byte record per super-block: int8 q[256],
+//         then 16 words. Sub-block s (32 elements, in order) starts at byte
+//         64 * (2 * (s / 4) + s % 2) + 32 * ((s / 2) % 2), so the four
+//         64-byte vectors hold sub-blocks (0, 2), (1, 3), (4, 6), (5, 7),
+//         as the nibbles of Q4_K's qs do. Word 0 is float d, words 8..11 the
+//         int16 pairs (Σq of sub-block 2p, Σq of sub-block 2p+1), others 0.
 //   Q6_K (Q8_K values): one 384-byte record per super-block: int8 q[256],
 //         int32 c[16], float d, 60 bytes padding. Byte 64*v + 4*g + i of q
 //         holds element 16*g + 4*v + i (v < 4, i < 4); c[g] = -32 * bsums[g].

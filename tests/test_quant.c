@@ -7,9 +7,9 @@
 // References: numpy's float16 and a float64 numpy dequantizer written from the
 // ggml layouts (tests/ref_quant.py, which checks itself against higher-
 // precision copies of the same tensors); hand-derived activation
-// quantizations; float64 dot products for q_matmul; and, for Q5_K, a
-// re-statement of llama.cpp's x86 vec_dot float order that q_matmul must
-// match bit for bit on every path (SIMD or scalar, one token or a tile).
+// quantizations; float64 dot products for q_matmul; and, for Q4_K and Q5_K,
+// re-statements of llama.cpp's x86 float orders that q_matmul must match bit
+// for bit on every path (SIMD or scalar, one token or a tile).
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -199,6 +199,17 @@ static void test_dequant(const char *dir, const char *shared) {
 static size_t lane_byte(int lane, int p) { return (size_t)(64 * (p / 4) + 4 * lane + p % 4); }
 
 // q and d of element i of a row of n elements quantized for wtype.
+// Q4_K activation records put sub-block s at byte 64 * (2 * (s / 4) + s % 2)
+// + 32 * ((s / 2) % 2): vectors hold sub-blocks (0, 2), (1, 3), (4, 6), (5, 7).
+static int k4_sub_byte(int s) { return 64 * (2 * (s / 4) + s % 2) + 32 * ((s / 2) % 2); }
+
+// The bsums pair p (Σq of sub-blocks 2p, 2p + 1) of super-block k of a Q4_K row.
+static uint32_t act_k4_pair(const uint8_t *xq, int64_t k, int p) {
+    uint32_t w;
+    memcpy(&w, xq + 320 * k + 288 + 4 * p, 4);
+    return w;
+}
+
 static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float *d) {
     (void)n;
     if (wtype == Q_Q6_K) {  // 384-byte records: q[256], c[16], d
@@ -206,6 +217,12 @@ static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float 
         const int j = (int)(i % 256);
         memcpy(d, rec + 320, 4);
         return (int8_t)rec[lane_byte(j / 16, j % 16)];
+    }
+    if (wtype == Q_Q4_K) {  // 320-byte records: q[256] (sub-block s at k4_sub_byte(s)), d at 256
+        const uint8_t *rec = xq + (i / 256) * 320;
+        const int j = (int)(i % 256);
+        memcpy(d, rec + 256, 4);
+        return (int8_t)rec[k4_sub_byte(j / 32) + j % 32];
     }
     const uint8_t *unit = xq + (i / 512) * 640;
     const int L = (int)(i % 512) / 32, e = (int)(i % 32);
@@ -285,7 +302,7 @@ static void test_act_q8_0_q8_1(void) {
 // block 1 group 0 = 0, group 2 = 32. Q6_K rows store c = -32 * bsums:
 // 4192, -128, 0, -1024. Q4_K rows store int16 pairs of Σq per 32
 // (sub-blocks 2p, 2p + 1): block 0 pair 0 = (-127, 0), block 1 pair 0 =
-// (0, 32).
+// (0, 32), pair 1 = (0, 0).
 static void test_act_q8_K(void) {
     float x[768] = {0};
     x[0] = 1, x[1] = 3, x[2] = 5, x[3] = -1, x[5] = 254, x[17] = -7;
@@ -314,14 +331,13 @@ static void test_act_q8_K(void) {
             if (c[0][0] != 4192 || c[0][1] != -128 || c[0][2] != 0 || c[1][0] != 0 || c[1][2] != -1024 || c[2][0] != 0)
                 fail("Q8_K for Q6_K: c %d %d %d %d %d %d, want 4192 -128 0 0 -1024 0", c[0][0], c[0][1], c[0][2],
                      c[1][0], c[1][2], c[2][0]);
-        } else {  // int16 pairs (Σq of sub-blocks 2p, 2p + 1) in both lanes of pair p
-            const uint32_t want_w[4] = {0xff81u, 0xff81u, 0x200000u, 0x200000u};
-            const int64_t at[4] = {0, 32, 256, 288};
+        } else {  // int16 pairs (Σq of sub-blocks 2p, 2p + 1), per super-block
+            const uint32_t want_w[4] = {0xff81u, 0x200000u, 0, 0};
+            const int at[4][2] = {{0, 0}, {1, 0}, {1, 1}, {2, 0}};
             for (int i = 0; i < 4; i++)
-                if ((uint32_t)act_wi(xq, at[i]) != want_w[i])
-                    fail("Q8_K for Q4_K: bsums pair at %lld = %#x, want %#x", (long long)at[i],
-                         (uint32_t)act_wi(xq, at[i]), want_w[i]);
-            if (act_wi(xq, 512) != 0) fail("Q8_K for Q4_K: bsums pair of a zero block = %#x", (uint32_t)act_wi(xq, 512));
+                if (act_k4_pair(xq, at[i][0], at[i][1]) != want_w[i])
+                    fail("Q8_K for Q4_K: bsums pair %d of block %d = %#x, want %#x", at[i][1], at[i][0],
+                         act_k4_pair(xq, at[i][0], at[i][1]), want_w[i]);
         }
         free(xq);
     }
@@ -538,6 +554,80 @@ static void test_q5_K_order(void) {
     printf("Q5_K float order (%s): %d products bit-identical to llama.cpp's\n", q_simd_name(), checked - bad);
 }
 
+// llama.cpp's repacked Q4_K kernels (ggml_gemv_q4_K_8x8_q8_K and
+// ggml_gemm_q4_K_8x8_q8_K), one ggml block_q4_K row (144-byte blocks: fp16
+// d, dmin, 12 packed 6-bit scale/min bytes, qs[128]). Per super-block the
+// exact integers I = Σ_s sc*Σqx and M = Σ_s mn*Σx enter two float chains,
+// acc = fma(I, d_x * d, acc) and accm = fma(M, d_x * dmin, accm), once per
+// super-block (gemv: one token, or a batch's tokens after its last full group
+// of 4) or once per 64 elements (gemm); the result is acc - accm.
+static float ref_q4_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n, int gemm) {
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++) {
+        const uint8_t *b = w + 144 * k, *scb = b + 4, *qs = b + 16;
+        uint16_t dh, mh;
+        memcpy(&dh, b, 2), memcpy(&mh, b + 2, 2);
+        int sc[8], mn[8], a[256];
+        for (int s = 0; s < 8; s++) {
+            sc[s] = s < 4 ? scb[s] & 63 : (scb[s + 4] & 15) | (scb[s - 4] >> 6) << 4;
+            mn[s] = s < 4 ? scb[s + 4] & 63 : (scb[s + 4] >> 4) | (scb[s] >> 6) << 4;
+        }
+        float dx = 0.0f;
+        for (int e = 0; e < 256; e++) a[e] = act_q(Q_Q4_K, xq, n, 256 * k + e, &dx);
+        const float d = dx * fp16_to_f32(dh), dmin = dx * fp16_to_f32(mh);
+        int32_t isum = 0, imin = 0;
+        for (int s = 0; s < 8; s++) {
+            for (int l = 0; l < 32; l++) {
+                isum += sc[s] * ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15) * a[32 * s + l];
+                imin += mn[s] * a[32 * s + l];
+            }
+            if (s % 2 == 1 && (gemm || s == 7)) {
+                acc = fmaf((float)isum, d, acc);
+                accm = fmaf((float)imin, dmin, accm);
+                isum = imin = 0;
+            }
+        }
+    }
+    return acc - accm;
+}
+
+// Q4_K products must equal ref_q4_K_dot bit for bit: one token (the decode
+// kernel, 8 rows at a time), and batches whose full groups of 4 tokens take
+// the gemm order and the rest the gemv order. Row counts straddle the 8- and
+// 16-row groups.
+static void test_q4_K_order(void) {
+    static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {16, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {3, 7}};
+    static const int64_t sizes[] = {256, 768, 4096};
+    rng_t r = {0x4B4B4B4Bull};
+    int checked = 0, bad = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            const int64_t n = sizes[si];
+            const int nr = shapes[k][0], nt = shapes[k][1];
+            const size_t ws = qtype_row_bytes(Q_Q4_K, n) + 16, xs = q_act_row_bytes(Q_Q4_K, n) + 64;
+            uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
+            float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * nr * nt);
+            for (int i = 0; i < nr; i++) random_row(&r, Q_Q4_K, w + i * ws, n);
+            for (int t = 0; t < nt; t++) {
+                const double amp = t % 3 == 2 ? 1e-3 : 1.0;
+                for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)(amp * gauss(&r));
+                q_quantize_act(Q_Q4_K, x, xq + t * xs, n);
+            }
+            q_matmul(Q_Q4_K, n, w, ws, nr, xq, xs, nt, y, (size_t)nr);
+            for (int t = 0; t < nt; t++)
+                for (int i = 0; i < nr; i++, checked++) {
+                    const int gemm = t < nt - nt % 4;
+                    const float want = ref_q4_K_dot(w + i * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
+                    if (fbits(got) != fbits(want) && bad++ < 3)
+                        fail("Q4_K order n=%lld nr=%d nt=%d row %d token %d (%s): %a, llama.cpp's order gives %a",
+                             (long long)n, nr, nt, i, t, gemm ? "gemm" : "gemv", got, want);
+                }
+            free(w), free(xq), free(x), free(y);
+        }
+    if (bad) fail("Q4_K order: %d of %d products differ from llama.cpp's float order", bad, checked);
+    printf("Q4_K float order (%s): %d products bit-identical to llama.cpp's\n", q_simd_name(), checked - bad);
+}
+
 // ------------------------------------------------------------------- bench
 
 // Single-thread speeds over a 8192 x 2048 weight matrix: the decode matvec
@@ -605,6 +695,7 @@ int main(int argc, char **argv) {
     test_act_q8_K();
     test_act_float();
     test_matmul();
+    test_q4_K_order();
     test_q5_K_order();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
