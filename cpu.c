@@ -91,11 +91,15 @@ static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int 
     const size_t arow = q_act_row_bytes(w->type, cols);
     uint8_t *xq = scratch(b, SCR_ACT, arow * (size_t)n);
     const int nth = b->n_threads;
+    if (n == 1)  // decode: one row, no need for a second barrier
+        q_quantize_act(w->type, x, xq, cols);
 #pragma omp parallel num_threads(nth)
     {
+        if (n > 1) {
 #pragma omp for
-        for (int t = 0; t < n; t++)
-            q_quantize_act(w->type, x + (size_t)t * cols, xq + (size_t)t * arow, cols);
+            for (int t = 0; t < n; t++)
+                q_quantize_act(w->type, x + (size_t)t * cols, xq + (size_t)t * arow, cols);
+        }
         // contiguous slice of rows per thread, in multiples of 4 rows
         int id = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t per = ((rows + nt - 1) / nt + 3) & ~(int64_t)3;
