@@ -15,20 +15,11 @@
 #   5. --shared mode writes the three demo models, then finds them up to date.
 # With quill: the same greedy outputs from quill itself.
 set -u
-SHARED=${SHARED:-../shared}
-QUILL=${QUILL:-build/quill}
-PY=${PYTHON:-/usr/bin/python3}
+. "$(dirname "$0")/lib.sh"
 if [ ! -d "$SHARED/models" ]; then
     echo "t_convert: $SHARED/models not found; skipped" >&2
     exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() {  # description, command...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
 l2c=$SHARED/models/llama2c
 golden=$SHARED/golden
 

@@ -8,20 +8,11 @@
 # exists in ../shared/models/gguf/synth-*, against it: same tensors, types (llama-quantize's
 # Q4_K_M / Q5_K_M mix and fallbacks) and shapes, same hyperparameters.
 set -u
-SHARED=${SHARED:-../shared}
-QUILL=${QUILL:-build/quill}
-PY=${PYTHON:-/usr/bin/python3}
+. "$(dirname "$0")/lib.sh"
 if [ ! -d "$SHARED/vocab" ]; then
     echo "t_synth: $SHARED/vocab not found; skipped" >&2
     exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() {  # description, command...
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
 ref=$SHARED/models/gguf
 synth() {  # output name, synth.py arguments...
     local out=$tmp/$1.gguf; shift

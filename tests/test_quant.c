@@ -519,41 +519,6 @@ static float ref_q5_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n) {
     return (((lane[4] + lane[0]) + (lane[6] + lane[2])) + ((lane[5] + lane[1]) + (lane[7] + lane[3]))) + summs;
 }
 
-// Q5_K products must equal ref_q5_K_dot bit for bit (greedy outputs on
-// near-tied logits depend on it), for row counts around the 16-row groups
-// and token counts that exercise every tile size.
-static void test_q5_K_order(void) {
-    static const int shapes[][2] = {{1, 1}, {16, 1}, {17, 3}, {5, 8}, {33, 13}, {3, 16}};
-    static const int64_t sizes[] = {256, 768, 4096};
-    rng_t r = {0x5EED5EED5ull};
-    int checked = 0, bad = 0;
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-            const int64_t n = sizes[si];
-            const int nr = shapes[k][0], nt = shapes[k][1];
-            const size_t ws = qtype_row_bytes(Q_Q5_K, n) + 32, xs = q_act_row_bytes(Q_Q5_K, n) + 64;
-            uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
-            float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * nr * nt);
-            for (int i = 0; i < nr; i++) random_row(&r, Q_Q5_K, w + i * ws, n);
-            for (int t = 0; t < nt; t++) {
-                const double amp = t % 3 == 2 ? 1e-3 : 1.0;
-                for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)(amp * gauss(&r));
-                q_quantize_act(Q_Q5_K, x, xq + t * xs, n);
-            }
-            q_matmul(Q_Q5_K, n, w, ws, nr, xq, xs, nt, y, (size_t)nr);
-            for (int t = 0; t < nt; t++)
-                for (int i = 0; i < nr; i++, checked++) {
-                    const float want = ref_q5_K_dot(w + i * ws, xq + t * xs, n), got = y[(size_t)t * nr + i];
-                    if (fbits(got) != fbits(want) && bad++ < 3)
-                        fail("Q5_K order n=%lld nr=%d nt=%d row %d token %d: %a, llama.cpp's order gives %a",
-                             (long long)n, nr, nt, i, t, got, want);
-                }
-            free(w), free(xq), free(x), free(y);
-        }
-    if (bad) fail("Q5_K order: %d of %d products differ from llama.cpp's float order", bad, checked);
-    printf("Q5_K float order (%s): %d products bit-identical to llama.cpp's\n", q_simd_name(), checked - bad);
-}
-
 // llama.cpp's repacked Q4_K kernels (ggml_gemv_q4_K_8x8_q8_K and
 // ggml_gemm_q4_K_8x8_q8_K), one ggml block_q4_K row (144-byte blocks: fp16
 // d, dmin, 12 packed 6-bit scale/min bytes, qs[128]). Per super-block the
@@ -591,41 +556,63 @@ static float ref_q4_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n, int ge
     return acc - accm;
 }
 
-// Q4_K products must equal ref_q4_K_dot bit for bit: one token (the decode
-// kernel, 8 rows at a time), and batches whose full groups of 4 tokens take
-// the gemm order and the rest the gemv order. Row counts straddle the 8- and
-// 16-row groups.
-static void test_q4_K_order(void) {
-    static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {16, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {3, 7}};
+// A row · activation product in llama.cpp's float order; gemm selects the
+// batched order (Q4_K: tokens in full groups of 4) where a type has one.
+typedef float (*ref_dot_fn)(const uint8_t *w, const uint8_t *xq, int64_t n, int gemm);
+
+static float ref_q5_K_any(const uint8_t *w, const uint8_t *xq, int64_t n, int gemm) {
+    (void)gemm;  // Q5_K has one order: vec_dot
+    return ref_q5_K_dot(w, xq, n);
+}
+
+// q_matmul's products must equal ref bit for bit (greedy outputs on near-tied
+// logits depend on it) for every (rows, tokens) shape, with row counts around
+// the kernels' 8- and 16-row groups and token counts that exercise every tile
+// size. Tokens: gaussian, one zero row (t == 3) and tiny ones (t % 3 == 2).
+static void check_order(uint32_t type, const int (*shapes)[2], size_t n_shapes, uint64_t seed,
+                        ref_dot_fn ref) {
     static const int64_t sizes[] = {256, 768, 4096};
-    rng_t r = {0x4B4B4B4Bull};
+    rng_t r = {seed};
     int checked = 0, bad = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        for (size_t k = 0; k < n_shapes; k++) {
             const int64_t n = sizes[si];
             const int nr = shapes[k][0], nt = shapes[k][1];
-            const size_t ws = qtype_row_bytes(Q_Q4_K, n) + 16, xs = q_act_row_bytes(Q_Q4_K, n) + 64;
+            const size_t ws = qtype_row_bytes(type, n) + 32, xs = q_act_row_bytes(type, n) + 64;
             uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
             float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * nr * nt);
-            for (int i = 0; i < nr; i++) random_row(&r, Q_Q4_K, w + i * ws, n);
+            for (int i = 0; i < nr; i++) random_row(&r, type, w + i * ws, n);
             for (int t = 0; t < nt; t++) {
                 const double amp = t % 3 == 2 ? 1e-3 : 1.0;
                 for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)(amp * gauss(&r));
-                q_quantize_act(Q_Q4_K, x, xq + t * xs, n);
+                q_quantize_act(type, x, xq + t * xs, n);
             }
-            q_matmul(Q_Q4_K, n, w, ws, nr, xq, xs, nt, y, (size_t)nr);
+            q_matmul(type, n, w, ws, nr, xq, xs, nt, y, (size_t)nr);
             for (int t = 0; t < nt; t++)
                 for (int i = 0; i < nr; i++, checked++) {
                     const int gemm = t < nt - nt % 4;
-                    const float want = ref_q4_K_dot(w + i * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
+                    const float want = ref(w + i * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
                     if (fbits(got) != fbits(want) && bad++ < 3)
-                        fail("Q4_K order n=%lld nr=%d nt=%d row %d token %d (%s): %a, llama.cpp's order gives %a",
-                             (long long)n, nr, nt, i, t, gemm ? "gemm" : "gemv", got, want);
+                        fail("%s order n=%lld nr=%d nt=%d row %d token %d: %a, llama.cpp's order gives %a",
+                             qtype_get(type)->name, (long long)n, nr, nt, i, t, got, want);
                 }
             free(w), free(xq), free(x), free(y);
         }
-    if (bad) fail("Q4_K order: %d of %d products differ from llama.cpp's float order", bad, checked);
-    printf("Q4_K float order (%s): %d products bit-identical to llama.cpp's\n", q_simd_name(), checked - bad);
+    if (bad) fail("%s order: %d of %d products differ from llama.cpp's float order", qtype_get(type)->name, bad, checked);
+    printf("%s float order (%s): %d products bit-identical to llama.cpp's\n", qtype_get(type)->name,
+           q_simd_name(), checked - bad);
+}
+
+static void test_q5_K_order(void) {
+    static const int shapes[][2] = {{1, 1}, {16, 1}, {17, 3}, {5, 8}, {33, 13}, {3, 16}};
+    check_order(Q_Q5_K, shapes, sizeof shapes / sizeof shapes[0], 0x5EED5EED5ull, ref_q5_K_any);
+}
+
+// Q4_K: one token (the decode kernel, 8 rows at a time) and batches whose full
+// groups of 4 tokens take the gemm order and the rest the gemv order.
+static void test_q4_K_order(void) {
+    static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {16, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {3, 7}};
+    check_order(Q_Q4_K, shapes, sizeof shapes / sizeof shapes[0], 0x4B4B4B4Bull, ref_q4_K_dot);
 }
 
 // ------------------------------------------------------------------- bench
