@@ -236,7 +236,7 @@ def quantize_q8_0(x):
     inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
     q = _round_away(b * inv[:, None]).astype(np.int8)
     out = np.empty((b.shape[0], 34), dtype=np.uint8)
-    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 0:2] = _fp16_bytes(d)
     out[:, 2:] = q.view(np.uint8)
     return out.ravel()
 
@@ -245,14 +245,26 @@ def quantize_q4_0(x):
     """Q4_0: per 32 values, d = (signed value of largest magnitude) / -8, q = x/d + 8 in
     [0, 15]; byte j holds q[j] (low nibble) and q[j+16] (high nibble)."""
     b = _blocks(x, 32)
-    idx = np.abs(b).argmax(axis=1)  # first index of the max, as ggml's strict '<' scan
-    d = b[np.arange(b.shape[0]), idx] / np.float32(-8)
-    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    d, inv = _signed_max_scale(b, -8)
     q = np.minimum(15, np.trunc(b * inv[:, None] + np.float32(8.5))).astype(np.uint8)
     out = np.empty((b.shape[0], 18), dtype=np.uint8)
-    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
-    out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
+    out[:, 0:2] = _fp16_bytes(d)
+    out[:, 2:] = _pack_nibbles(q)
     return out.ravel()
+
+
+def _signed_max_scale(b, div):
+    """Q4_0/Q5_0's block scale: d = (signed value of largest magnitude, the first such,
+    as ggml's strict '<' scan) / div and id = 1/d (0 when d is 0), in float32."""
+    idx = np.abs(b).argmax(axis=1)
+    d = b[np.arange(b.shape[0]), idx] / np.float32(div)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    return d, inv
+
+
+def _fp16_bytes(v):
+    """Per-block float32 values as little-endian fp16, two bytes per block."""
+    return v.astype("<f2").view(np.uint8).reshape(-1, 2)
 
 
 def _min_max_scale(b, levels):
@@ -283,8 +295,8 @@ def quantize_q4_1(x):
     q = np.minimum(15, np.trunc((b - mn[:, None]) * inv[:, None] + np.float32(0.5)))
     q = q.astype(np.uint8)
     out = np.empty((b.shape[0], 20), dtype=np.uint8)
-    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
-    out[:, 2:4] = mn.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 0:2] = _fp16_bytes(d)
+    out[:, 2:4] = _fp16_bytes(mn)
     out[:, 4:] = _pack_nibbles(q)
     return out.ravel()
 
@@ -293,12 +305,10 @@ def quantize_q5_0(x):
     """Q5_0: per 32 values, d = (signed value of largest magnitude) / -16, q = x/d + 16 in
     [0, 31]; the low 4 bits packed as in Q4_0, bit 4 of element j in bit j of qh."""
     b = _blocks(x, 32)
-    idx = np.abs(b).argmax(axis=1)  # first index of the max, as ggml's strict '<' scan
-    d = b[np.arange(b.shape[0]), idx] / np.float32(-16)
-    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    d, inv = _signed_max_scale(b, -16)
     q = np.minimum(31, np.trunc(b * inv[:, None] + np.float32(16.5))).astype(np.uint8)
     out = np.empty((b.shape[0], 22), dtype=np.uint8)
-    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 0:2] = _fp16_bytes(d)
     out[:, 2:6] = _pack_high_bits(q)
     out[:, 6:] = _pack_nibbles(q)
     return out.ravel()
@@ -311,8 +321,8 @@ def quantize_q5_1(x):
     mn, d, inv = _min_max_scale(b, 31)
     q = np.trunc((b - mn[:, None]) * inv[:, None] + np.float32(0.5)).astype(np.uint8)
     out = np.empty((b.shape[0], 24), dtype=np.uint8)
-    out[:, 0:2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
-    out[:, 2:4] = mn.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 0:2] = _fp16_bytes(d)
+    out[:, 2:4] = _fp16_bytes(mn)
     out[:, 4:8] = _pack_high_bits(q)
     out[:, 8:] = _pack_nibbles(q)
     return out.ravel()

@@ -485,6 +485,15 @@ static void test_matmul(void) {
     }
 }
 
+// The 6-bit scales and mins of a Q4_K/Q5_K super-block, from its 12 packed
+// bytes (ggml's get_scale_min_k4, restated).
+static void ref_k_scales(const uint8_t *scb, int sc[8], int mn[8]) {
+    for (int s = 0; s < 8; s++) {
+        sc[s] = s < 4 ? scb[s] & 63 : (scb[s + 4] & 15) | (scb[s - 4] >> 6) << 4;
+        mn[s] = s < 4 ? scb[s + 4] & 63 : (scb[s + 4] >> 4) | (scb[s] >> 6) << 4;
+    }
+}
+
 // llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its AVX2 code, which AVX-512
 // builds also run), one ggml block_q5_K row (176-byte blocks: fp16 d, dmin,
 // 12 packed 6-bit scale/min bytes, qh[32], qs[128]) against the q and d of a
@@ -499,10 +508,7 @@ static float ref_q5_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n) {
         uint16_t dh, mh;
         memcpy(&dh, b, 2), memcpy(&mh, b + 2, 2);
         int sc[8], mn[8], a[256];
-        for (int s = 0; s < 8; s++) {
-            sc[s] = s < 4 ? scb[s] & 63 : (scb[s + 4] & 15) | (scb[s - 4] >> 6) << 4;
-            mn[s] = s < 4 ? scb[s + 4] & 63 : (scb[s + 4] >> 4) | (scb[s] >> 6) << 4;
-        }
+        ref_k_scales(scb, sc, mn);
         float dx = 0.0f;
         for (int e = 0; e < 256; e++) a[e] = act_q(Q_Q5_K, xq, n, 256 * k + e, &dx);
         int32_t isum[8] = {0}, imin = 0;
@@ -533,10 +539,7 @@ static float ref_q4_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n, int ge
         uint16_t dh, mh;
         memcpy(&dh, b, 2), memcpy(&mh, b + 2, 2);
         int sc[8], mn[8], a[256];
-        for (int s = 0; s < 8; s++) {
-            sc[s] = s < 4 ? scb[s] & 63 : (scb[s + 4] & 15) | (scb[s - 4] >> 6) << 4;
-            mn[s] = s < 4 ? scb[s + 4] & 63 : (scb[s + 4] >> 4) | (scb[s] >> 6) << 4;
-        }
+        ref_k_scales(scb, sc, mn);
         float dx = 0.0f;
         for (int e = 0; e < 256; e++) a[e] = act_q(Q_Q4_K, xq, n, 256 * k + e, &dx);
         const float d = dx * fp16_to_f32(dh), dmin = dx * fp16_to_f32(mh);
