@@ -43,6 +43,7 @@ typedef struct backend_ops {
     void *(*alloc)(backend *b, size_t bytes);
     void (*release)(backend *b, void *p);
     void (*to_host)(backend *b, void *dst, const void *src, size_t bytes);
+    void (*to_device)(backend *b, void *dst, const void *src, size_t bytes);
     // Makes a weight readable by the backend (CPU: uses the mmap as is).
     int (*upload)(backend *b, qmat *w, char *err);
 

@@ -56,7 +56,7 @@ static void cpu_free(backend *b) {
 static const char *cpu_describe(backend *b) { return b->desc; }
 static void *cpu_alloc(backend *b, size_t bytes) { (void)b; return calloc(1, bytes ? bytes : 1); }
 static void cpu_release(backend *b, void *p) { (void)b; free(p); }
-static void cpu_to_host(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
+static void cpu_copy(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
 static int cpu_upload(backend *b, qmat *w, char *err) { (void)b; (void)w; (void)err; return 0; }
 
 static void cpu_embed(backend *b, float *out, const qmat *emb, const int32_t *ids, int n) {
@@ -285,7 +285,8 @@ const backend_ops cpu_backend = {
     .describe = cpu_describe,
     .alloc = cpu_alloc,
     .release = cpu_release,
-    .to_host = cpu_to_host,
+    .to_host = cpu_copy,
+    .to_device = cpu_copy,
     .upload = cpu_upload,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,

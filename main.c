@@ -358,7 +358,6 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
     char err[ERR_LEN];
     emitter e = {.o = o};
     utf8_stream us = {0};
-    kvcache *kv = model_kv(m);
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
@@ -367,9 +366,9 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (emit_token(&e, &us, tok, prev, next)) { st->finish = "stop"; us.n_pending = 0; break; }
         if (e.closed) break;
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
-        if (kv->len >= kv->n_ctx) {
+        if (model_len(m) >= model_ctx(m)) {
             st->finish = "context";
-            if (!o->quiet) fprintf(stderr, "\nquill: context full (%d tokens); stopping\n", kv->n_ctx);
+            if (!o->quiet) fprintf(stderr, "\nquill: context full (%d tokens); stopping\n", model_ctx(m));
             break;
         }
         double t = now_sec();
@@ -395,9 +394,8 @@ static int cmd_generate(const options *o) {
     double t0 = now_sec();
     int n;
     int32_t *ids = tokenize(o, tok, prompt, plen, &n);
-    const kvcache *kv = model_kv(m);
     if (n == 0) die("the prompt is empty and the model has no BOS token to start from");
-    if (n > kv->n_ctx) die("the prompt is %d tokens but the context holds %d (raise -c)", n, kv->n_ctx);
+    if (n > model_ctx(m)) die("the prompt is %d tokens but the context holds %d (raise -c)", n, model_ctx(m));
     if (o->echo && (fwrite(prompt, 1, plen, stdout) != plen || fflush(stdout))) return 0;
     sampler *smp = sampler_new(&o->sp, model_cfg(m)->n_vocab);
     float *logits = malloc(sizeof(float) * model_cfg(m)->n_vocab);
@@ -516,7 +514,7 @@ static int cmd_ppl(int argc, char **argv) {
     for (int c = 0; c < n_chunk; c++) {
         int32_t *chunk = ids + (size_t)c * n_ctx, saved = chunk[0];
         if (tok_bos(tok) >= 0 && !o.no_bos) chunk[0] = tok_bos(tok);
-        kv_truncate(model_kv(m), 0);
+        model_rewind(m, 0);
         if (model_forward(m, chunk, n_ctx, 1, logits, err)) die("%s", err);
         chunk[0] = saved;
         for (int j = first; j < n_ctx - 1; j++) {
@@ -579,7 +577,7 @@ static int cmd_bench(int argc, char **argv) {
     model *m = load_model(&o);  // random token ids: no tokenizer needed
     const model_config *c = model_cfg(m);
     const int P = o.bench_p, N = o.bench_n;
-    if (P + N > model_kv(m)->n_ctx) die("-p %d + -n %d exceed the context of %d", P, N, model_kv(m)->n_ctx);
+    if (P + N > model_ctx(m)) die("-p %d + -n %d exceed the context of %d", P, N, model_ctx(m));
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)P);
     float *logits = malloc(sizeof(float) * c->n_vocab);
     if (!ids || !logits) die("out of memory");
@@ -590,7 +588,7 @@ static int cmd_bench(int argc, char **argv) {
     double bw = measure_read_bandwidth(o.n_threads);
     // warm-up: fault the mmapped weights in and start the threads, untimed
     if (model_forward(m, ids, P < 8 ? P : 8, 0, logits, err)) die("%s", err);
-    kv_truncate(model_kv(m), 0);
+    model_rewind(m, 0);
     double t = now_sec();
     if (model_forward(m, ids, P, 0, logits, err)) die("%s", err);
     double t_pre = now_sec() - t;

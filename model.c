@@ -350,6 +350,36 @@ static void output_logits(model *m, int first, int count, float *logits) {
     }
 }
 
+int model_len(const model *m) { return m->kv.len; }
+int model_ctx(const model *m) { return m->kv.n_ctx; }
+void model_rewind(model *m, int len) { kv_truncate(&m->kv, len); }
+
+size_t model_kv_bytes(const model *m, int n) {
+    return 2 * (size_t)m->cfg.n_layers * n * m->kv.kv_dim * sizeof(uint16_t);
+}
+
+int model_kv_export(model *m, int n, uint16_t *dst, char *err) {
+    if (n < 0 || n > m->kv.len) return errf(err, "cannot export %d positions: the cache holds %d", n, m->kv.len);
+    size_t part = (size_t)n * m->kv.kv_dim;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        m->ops->to_host(m->be, dst + (2 * l) * part, m->kv.k[l], part * sizeof *dst);
+        m->ops->to_host(m->be, dst + (2 * l + 1) * part, m->kv.v[l], part * sizeof *dst);
+    }
+    return 0;
+}
+
+int model_kv_import(model *m, int n, const uint16_t *src, int stride, char *err) {
+    if (n < 0 || n > m->kv.n_ctx || stride < n)
+        return errf(err, "cannot import %d positions (stride %d): the context holds %d", n, stride, m->kv.n_ctx);
+    size_t part = (size_t)n * m->kv.kv_dim, plane = (size_t)stride * m->kv.kv_dim;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        m->ops->to_device(m->be, m->kv.k[l], src + (2 * l) * plane, part * sizeof *src);
+        m->ops->to_device(m->be, m->kv.v[l], src + (2 * l + 1) * plane, part * sizeof *src);
+    }
+    m->kv.len = n;
+    return 0;
+}
+
 int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err) {
     if (n <= 0) return errf(err, "nothing to evaluate (0 tokens)");
     if (n > m->kv.n_ctx - m->kv.len)

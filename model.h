@@ -53,4 +53,17 @@ size_t model_weight_bytes(const model *m);
 // not fit in the context.
 int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err);
 
+// The cached sequence that model_forward extends.
+int model_len(const model *m);   // positions in the KV cache: the next token goes here
+int model_ctx(const model *m);   // capacity of the context in positions
+// Forgets cached positions >= len (speculative rollback, chat edits, re-runs).
+void model_rewind(model *m, int len);
+// The fp16 K and V of cached positions [0, n), as
+// [n_layers][2 (K, V)][n][n_kv_heads * head_dim] uint16 (see model_kv_bytes).
+size_t model_kv_bytes(const model *m, int n);
+int model_kv_export(model *m, int n, uint16_t *dst, char *err);
+// Replaces the cache with n positions read from model_kv_export's layout of
+// `stride` >= n positions (so a prefix of a longer export can be restored).
+int model_kv_import(model *m, int n, const uint16_t *src, int stride, char *err);
+
 #endif
