@@ -27,13 +27,39 @@ typedef struct {
     int neox;               // 0: rotate pairs (2i, 2i+1) (llama); 1: pairs (i, i+n_rot/2) (qwen2/3)
     float base;             // theta base
     float freq_scale;       // 1 / linear scaling factor (1: none)
-    const float *freq_factors;  // [n_rot/2] divisors of each frequency (Llama-3 rope_freqs), or NULL
+    const float *freq_factors;  // [n_rot/2] divisors of each frequency (Llama-3 rope_freqs), or NULL; backend memory
 } rope_cfg;
+
+// The KV cache is paged: each layer's K and V are pools of KV_BLOCK-position
+// blocks, [n_blocks * KV_BLOCK, kv_dim] fp16 each, so a sequence's positions
+// need not be contiguous and sequences can share the blocks of a common
+// prefix. A sequence's block table lists its blocks in position order:
+// position p lives in pool row table[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK.
+#define KV_BLOCK 16
+
+// The tokens of one forward pass: n tokens from one or more sequences. The
+// arrays are backend memory (the model writes them with to_device). Token i
+// sits at position pos[i] of the sequence whose block table is row seq[i] of
+// tables, and attends to positions 0..pos[i] of that sequence; the pass
+// stores every token's K and V before any token attends, so tokens of one
+// sequence in one pass see each other causally.
+typedef struct {
+    int n;                  // tokens in the pass
+    int n_seqs;             // rows of tables
+    int max_blocks;         // columns of tables (row stride)
+    int max_len;            // max(pos[i]) + 1 over the pass (host value: sizes work splits)
+    int n_prompt;           // leading tokens that are one prompt's consecutive tokens (host value)
+    const int32_t *ids;     // [n] token ids
+    const int32_t *pos;     // [n] position of each token in its sequence
+    const int32_t *seq;     // [n] row of tables holding each token's block table
+    const int32_t *slot;    // [n] pool row that receives each token's K and V
+    const int32_t *tables;  // [n_seqs, max_blocks] block ids
+} fwd_batch;
 
 typedef struct backend backend;  // backend-private state: threads, scratch, handles
 
 typedef struct backend_ops {
-    const char *name;  // "cpu"
+    const char *name;  // "cpu", "cuda"
     int (*init)(backend **b, int n_threads, char *err);
     void (*free)(backend *b);
     // A short description for the stats line ("cpu, 2 threads, avx512-vnni").
@@ -47,29 +73,34 @@ typedef struct backend_ops {
     // Makes a weight readable by the backend (CPU: uses the mmap as is).
     int (*upload)(backend *b, qmat *w, char *err);
 
-    // out[i, :] = row ids[i] of emb, dequantized. out: [n, emb->cols]
+    // out[i, :] = row ids[i] of emb, dequantized. out: [n, emb->cols]; ids: backend memory
     void (*embed)(backend *b, float *out, const qmat *emb, const int32_t *ids, int n);
     // out[i, :] = x[i, :] / rms(x[i, :]) * w; x, out: [n, dim]; w: F32 [dim]. out may equal x.
     void (*rmsnorm)(backend *b, float *out, const float *x, const qmat *w, int n, int dim, float eps);
-    // y[n, w->rows] = x[n, w->cols] · wᵀ
-    void (*matmul)(backend *b, float *y, const qmat *w, const float *x, int n);
+    // y[n, w->rows] = x[n, w->cols] · wᵀ. Rows 0..n_joint-1 are consecutive
+    // tokens of one prompt, computed together (their rounding may depend on
+    // how many there are); every later row is computed exactly as it would be
+    // alone (n == 1), so a decode token's result never depends on what else
+    // shares the pass (batched decode and speculative verification rely on it).
+    void (*matmul)(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint);
     // y[i, :] += bias for each of n rows; bias F32 [dim]
     void (*add_bias)(backend *b, float *y, const qmat *bias, int n, int dim);
     // y[0..len) += x[0..len)
     void (*add)(backend *b, float *y, const float *x, size_t len);
     // out[i] = silu(gate[i]) * up[i] for i < len. out may equal gate.
     void (*swiglu)(backend *b, float *out, const float *gate, const float *up, size_t len);
-    // Rotates x: [n, n_heads, head_dim] in place; token i is at position pos[i].
+    // Rotates x: [n, n_heads, head_dim] in place; token i is at position pos[i] (backend memory).
     void (*rope)(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
                  const rope_cfg *rc);
-    // Stores k, v: [n, kv_dim] (float) into the layer's cache rows pos0..pos0+n-1.
-    void (*kv_store)(backend *b, void *kcache, void *vcache, const float *k, const float *v,
-                     int pos0, int n, int kv_dim);
-    // Causal attention of n query tokens at positions pos0..pos0+n-1 against
-    // cache rows 0..pos0+n-1. q: [n, n_heads, head_dim]; caches: [n_ctx, n_kv_heads, head_dim];
-    // out: [n, n_heads, head_dim]. Query head h reads kv head h / (n_heads / n_kv_heads).
-    void (*attention)(backend *b, float *out, const float *q, const void *kcache,
-                      const void *vcache, int pos0, int n, int n_heads, int n_kv_heads,
+    // Stores k, v: [fb->n, kv_dim] (float) as fp16 into pool rows fb->slot[i].
+    void (*kv_store)(backend *b, void *kpool, void *vpool, const float *k, const float *v,
+                     const fwd_batch *fb, int kv_dim);
+    // Causal attention of the pass's tokens over their sequences' cached
+    // positions (see fwd_batch). q: [n, n_heads, head_dim]; pools:
+    // [n_blocks * KV_BLOCK, n_kv_heads, head_dim] fp16; out: [n, n_heads, head_dim].
+    // Query head h reads kv head h / (n_heads / n_kv_heads).
+    void (*attention)(backend *b, float *out, const float *q, const void *kpool,
+                      const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                       int head_dim);
 } backend_ops;
 

@@ -86,7 +86,7 @@ static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, i
 #define MM_TOK_TILE 64
 #define MM_ROW_TILE 64
 
-static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n) {
+static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
     const int64_t cols = w->cols, rows = w->rows;
     const size_t arow = q_act_row_bytes(w->type, cols);
     uint8_t *xq = scratch(b, SCR_ACT, arow * (size_t)n);
@@ -109,7 +109,8 @@ static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int 
             const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
             for (int t0 = 0; t0 < n; t0 += MM_TOK_TILE) {
                 int ntok = n - t0 < MM_TOK_TILE ? n - t0 : MM_TOK_TILE;
-                q_matmul(w->type, cols, wr, w->row_bytes, nr, xq + (size_t)t0 * arow, arow, ntok,
+                int joint = n_joint - t0 < 0 ? 0 : n_joint - t0;
+                q_matmul(w->type, cols, wr, w->row_bytes, nr, xq + (size_t)t0 * arow, arow, ntok, joint,
                          y + (size_t)t0 * rows + r0, (size_t)rows);
             }
         }
@@ -165,14 +166,16 @@ static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, con
     }
 }
 
-static void cpu_kv_store(backend *b, void *kcache, void *vcache, const float *k, const float *v,
-                         int pos0, int n, int kv_dim) {
+static void cpu_kv_store(backend *b, void *kpool, void *vpool, const float *k, const float *v,
+                         const fwd_batch *fb, int kv_dim) {
     (void)b;
-    uint16_t *kc = (uint16_t *)kcache + (size_t)pos0 * kv_dim;
-    uint16_t *vc = (uint16_t *)vcache + (size_t)pos0 * kv_dim;
-    for (size_t i = 0; i < (size_t)n * kv_dim; i++) {
-        kc[i] = f32_to_fp16(k[i]);
-        vc[i] = f32_to_fp16(v[i]);
+    for (int i = 0; i < fb->n; i++) {
+        uint16_t *kc = (uint16_t *)kpool + (size_t)fb->slot[i] * kv_dim;
+        uint16_t *vc = (uint16_t *)vpool + (size_t)fb->slot[i] * kv_dim;
+        for (int d = 0; d < kv_dim; d++) {
+            kc[d] = f32_to_fp16(k[(size_t)i * kv_dim + d]);
+            vc[d] = f32_to_fp16(v[(size_t)i * kv_dim + d]);
+        }
     }
 }
 
@@ -239,12 +242,14 @@ static void mad_f16(uint16_t *acc, float scale, float w, const uint16_t *b, int 
     }
 }
 
-// One query head against cache rows 0..n_keys-1: out = softmax(q·Kᵀ·scale)·V,
-// computed in one pass with a running maximum (flash-attention style). The
-// rounding follows llama.cpp's CPU path (q to fp16, fp16 V accumulator) so
-// that greedy outputs agree with it even where logits nearly tie.
+// One query head against positions 0..n_keys-1 of a sequence whose block
+// table is `table`: out = softmax(q·Kᵀ·scale)·V, computed in one pass with a
+// running maximum (flash-attention style). k and v point at this head's
+// columns of pool row 0. The rounding follows llama.cpp's CPU path (q to
+// fp16, fp16 V accumulator) so that greedy outputs agree with it even where
+// logits nearly tie.
 static void attend_one(float *out, const float *q, const uint16_t *k, const uint16_t *v,
-                       int n_keys, int kv_stride, int head_dim) {
+                       const int32_t *table, int n_keys, int kv_stride, int head_dim) {
     float qh[1024];
     uint16_t acc[1024];
     for (int d = 0; d < head_dim; d++) qh[d] = fp16_to_f32(f32_to_fp16(q[d]));
@@ -252,29 +257,31 @@ static void attend_one(float *out, const float *q, const uint16_t *k, const uint
     const float scale = 1.0f / sqrtf((float)head_dim);
     float M = -INFINITY, S = 0;
     for (int j = 0; j < n_keys; j++) {
-        float s = dot_f16(qh, k + (size_t)j * kv_stride, head_dim) * scale;
+        size_t row = ((size_t)table[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK) * kv_stride;
+        float s = dot_f16(qh, k + row, head_dim) * scale;
         float ms = 1.0f, vs = 1.0f;
         if (s > M) ms = expf(M - s), M = s;
         else vs = expf(s - M);
-        mad_f16(acc, ms, vs, v + (size_t)j * kv_stride, head_dim);
+        mad_f16(acc, ms, vs, v + row, head_dim);
         S = S * ms + vs;
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (int d = 0; d < head_dim; d++) out[d] = fp16_to_f32(acc[d]) * inv;
 }
 
-static void cpu_attention(backend *b, float *out, const float *q, const void *kcache,
-                          const void *vcache, int pos0, int n, int n_heads, int n_kv_heads,
+static void cpu_attention(backend *b, float *out, const float *q, const void *kpool,
+                          const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                           int head_dim) {
     const int group = n_heads / n_kv_heads;
     const int kv_stride = n_kv_heads * head_dim;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(b->n_threads)
-    for (int t = 0; t < n; t++)
+    for (int t = 0; t < fb->n; t++)
         for (int h = 0; h < n_heads; h++) {
             size_t off = ((size_t)t * n_heads + h) * head_dim;
             size_t kvoff = (size_t)(h / group) * head_dim;
-            attend_one(out + off, q + off, (const uint16_t *)kcache + kvoff,
-                       (const uint16_t *)vcache + kvoff, pos0 + t + 1, kv_stride, head_dim);
+            attend_one(out + off, q + off, (const uint16_t *)kpool + kvoff,
+                       (const uint16_t *)vpool + kvoff, fb->tables + (size_t)fb->seq[t] * fb->max_blocks,
+                       fb->pos[t] + 1, kv_stride, head_dim);
         }
 }
 

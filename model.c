@@ -33,6 +33,7 @@ struct model {
     size_t weight_bytes;     // bytes one decode step reads
     // activations: one backend allocation carved into these, for n_batch tokens
     int n_batch;
+    int tables_rows;         // sequences one pass can hold: min(n_batch, kv.max_seqs)
     void *act_mem;
     float *x;       // [n_batch, dim] residual stream
     float *xb;      // [n_batch, dim] normed input / projection output
@@ -41,7 +42,13 @@ struct model {
     float *att;     // [n_batch, n_heads * head_dim]
     float *hb, *hb2;  // [n_batch, ffn]
     float *logits;  // [OUT_CHUNK, n_vocab]
-    int32_t *pos;   // host [n_batch]
+    fwd_batch fb;   // the pass's token map; its arrays are carved from act_mem too
+    // host staging for fb's arrays and the pass's bookkeeping (one allocation)
+    void *host_mem;
+    int32_t *h_ids, *h_pos, *h_seq, *h_slot;  // [n_batch]
+    int32_t *h_tables;                          // [tables_rows, kv.max_blocks]
+    int32_t *row_of;  // [kv.max_seqs] scratch: a sequence's row in h_tables, or -1
+    int32_t *added;   // [kv.max_seqs] scratch: tokens a call adds to each sequence
 };
 
 static const char *ARCH_NAMES[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3"};
@@ -210,34 +217,70 @@ static int load_weights(model *m, char *err) {
     return 0;
 }
 
-// One backend allocation carved into the activation buffers.
+// Carves one allocation into buffers: bytes[i] (rounded up to 64) go to *bufs[i].
+static void *carve(void *mem, void **const bufs[], const size_t bytes[], size_t count) {
+    char *p = mem;
+    for (size_t i = 0; i < count; i++) {
+        *bufs[i] = p;
+        p += (bytes[i] + 63) & ~(size_t)63;
+    }
+    return p;
+}
+
+static size_t carve_total(const size_t bytes[], size_t count) {
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) total += (bytes[i] + 63) & ~(size_t)63;
+    return total;
+}
+
+// One backend allocation for the activations and the pass's token map, and
+// one host allocation for staging that map.
 static int alloc_activations(model *m, char *err) {
     const model_config *c = &m->cfg;
     const size_t B = (size_t)m->n_batch, qd = (size_t)c->n_heads * c->head_dim,
-                 kvd = (size_t)c->n_kv_heads * c->head_dim;
-    float **bufs[] = {&m->x, &m->xb, &m->q, &m->k, &m->v, &m->att, &m->hb, &m->hb2, &m->logits};
-    const size_t floats[] = {B * c->dim, B * c->dim, B * qd, B * kvd, B * kvd, B * qd,
-                             B * c->ffn, B * c->ffn, (size_t)OUT_CHUNK * c->n_vocab};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++) total += (floats[i] + 15) & ~(size_t)15;
-    m->act_mem = m->ops->alloc(m->be, total * sizeof(float));
-    m->pos = calloc(B, sizeof *m->pos);
-    if (!m->act_mem || !m->pos) return errf(err, "out of memory for activations (%zu MiB)", total * 4 >> 20);
-    float *p = m->act_mem;
-    for (size_t i = 0; i < sizeof floats / sizeof *floats; i++) {
-        *bufs[i] = p;
-        p += (floats[i] + 15) & ~(size_t)15;
-    }
+                 kvd = (size_t)c->n_kv_heads * c->head_dim, f = sizeof(float), i4 = sizeof(int32_t),
+                 tables = (size_t)m->tables_rows * m->kv.max_blocks, seqs = (size_t)m->kv.max_seqs;
+    fwd_batch *fb = &m->fb;
+    void **dev[] = {(void **)&m->x, (void **)&m->xb, (void **)&m->q, (void **)&m->k, (void **)&m->v,
+                    (void **)&m->att, (void **)&m->hb, (void **)&m->hb2, (void **)&m->logits,
+                    (void **)&fb->ids, (void **)&fb->pos, (void **)&fb->seq, (void **)&fb->slot,
+                    (void **)&fb->tables};
+    const size_t dev_bytes[] = {B * c->dim * f, B * c->dim * f, B * qd * f, B * kvd * f, B * kvd * f,
+                                B * qd * f, B * c->ffn * f, B * c->ffn * f,
+                                (size_t)OUT_CHUNK * c->n_vocab * f, B * i4, B * i4, B * i4, B * i4,
+                                tables * i4};
+    void **host[] = {(void **)&m->h_ids, (void **)&m->h_pos, (void **)&m->h_seq, (void **)&m->h_slot,
+                     (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added};
+    const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4};
+    const size_t nd = sizeof dev_bytes / sizeof *dev_bytes, nh = sizeof host_bytes / sizeof *host_bytes;
+    m->act_mem = m->ops->alloc(m->be, carve_total(dev_bytes, nd));
+    m->host_mem = calloc(1, carve_total(host_bytes, nh));
+    if (!m->act_mem || !m->host_mem)
+        return errf(err, "out of memory for activations (%zu MiB)", carve_total(dev_bytes, nd) >> 20);
+    carve(m->act_mem, dev, dev_bytes, nd);
+    carve(m->host_mem, host, host_bytes, nh);
+    for (size_t s = 0; s < seqs; s++) m->row_of[s] = -1;
+    fb->max_blocks = m->kv.max_blocks;
     return 0;
 }
 
-static int init_context(model *m, int n_ctx, char *err) {
-    int ctx = n_ctx > 0 ? n_ctx : m->cfg.n_ctx_train;
-    if (ctx <= 0 || (n_ctx <= 0 && ctx > DEFAULT_CTX)) ctx = DEFAULT_CTX;
+static int init_context(model *m, const model_opts *o, char *err) {
+    int ctx = o->n_ctx > 0 ? o->n_ctx : m->cfg.n_ctx_train;
+    if (ctx <= 0 || (o->n_ctx <= 0 && ctx > DEFAULT_CTX)) ctx = DEFAULT_CTX;
     if (ctx > (1 << 24)) return errf(err, "context of %d tokens is too large", ctx);
+    const int n_seqs = o->n_seqs > 0 ? o->n_seqs : 1, kv_dim = m->cfg.n_kv_heads * m->cfg.head_dim;
+    const size_t block_bytes = 2 * (size_t)m->cfg.n_layers * KV_BLOCK * kv_dim * sizeof(uint16_t);
+    const size_t n_blocks = o->kv_mem ? o->kv_mem / block_bytes : 0;
+    if (o->kv_mem && n_blocks < 1)
+        return errf(err, "a KV pool of %zu bytes holds no block (one block of %d positions is %zu bytes)",
+                    o->kv_mem, KV_BLOCK, block_bytes);
+    if (n_blocks > (1u << 30)) return errf(err, "a KV pool of %zu bytes is too large", o->kv_mem);
     m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
-    if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, ctx, m->cfg.n_kv_heads * m->cfg.head_dim, err))
+    if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
+    if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, kv_dim, ctx, n_seqs, (int)n_blocks, err))
         return -1;
+    m->tables_rows = m->n_batch < n_seqs ? m->n_batch : n_seqs;
+    if (kv_seq_new(&m->kv) != 0) return errf(err, "cannot create the first sequence");
     return alloc_activations(m, err);
 }
 
@@ -252,7 +295,7 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
     }
     char e2[ERR_LEN];
     if (read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
-        load_weights(m, e2) || init_context(m, o->n_ctx, e2)) {
+        load_weights(m, e2) || init_context(m, o, e2)) {
         errf(err, "%s: %s", path, e2);
         model_free(m);
         return -1;
@@ -266,7 +309,7 @@ void model_free(model *m) {
     if (m->kv.k) kv_free(&m->kv);
     if (m->act_mem) m->ops->release(m->be, m->act_mem);
     if (m->be) m->ops->free(m->be);
-    free(m->pos);
+    free(m->host_mem);
     free(m->layers);
     gguf_close(&m->gguf);
     free(m);
@@ -274,22 +317,22 @@ void model_free(model *m) {
 
 const model_config *model_cfg(const model *m) { return &m->cfg; }
 const gguf_file *model_gguf(const model *m) { return &m->gguf; }
-kvcache *model_kv(model *m) { return &m->kv; }
 const char *model_backend_desc(model *m) { return m->ops->describe(m->be); }
 size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 
 // ---- forward --------------------------------------------------------------
 
 // Attention block: x += Wo · attention(rope(Wq·norm(x)), cache ← rope(Wk·norm(x)), Wv·norm(x))
-static void attention_block(model *m, const layer_weights *L, int l, int n, int pos0) {
+static void attention_block(model *m, const layer_weights *L, int l, int n) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
     const model_config *c = &m->cfg;
     const int hd = c->head_dim, kvd = c->n_kv_heads * hd;
     o->rmsnorm(b, m->xb, m->x, &L->attn_norm, n, c->dim, c->rms_eps);
-    o->matmul(b, m->q, &L->wq, m->xb, n);
-    o->matmul(b, m->k, &L->wk, m->xb, n);
-    o->matmul(b, m->v, &L->wv, m->xb, n);
+    const int joint = m->fb.n_prompt;
+    o->matmul(b, m->q, &L->wq, m->xb, n, joint);
+    o->matmul(b, m->k, &L->wk, m->xb, n, joint);
+    o->matmul(b, m->v, &L->wv, m->xb, n, joint);
     if (L->bq.data) {
         o->add_bias(b, m->q, &L->bq, n, c->n_heads * hd);
         o->add_bias(b, m->k, &L->bk, n, kvd);
@@ -299,103 +342,194 @@ static void attention_block(model *m, const layer_weights *L, int l, int n, int 
         o->rmsnorm(b, m->q, m->q, &L->q_norm, n * c->n_heads, hd, c->rms_eps);
         o->rmsnorm(b, m->k, m->k, &L->k_norm, n * c->n_kv_heads, hd, c->rms_eps);
     }
-    o->rope(b, m->q, n, c->n_heads, hd, m->pos, &c->rope);
-    o->rope(b, m->k, n, c->n_kv_heads, hd, m->pos, &c->rope);
-    o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, pos0, n, kvd);
-    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], pos0, n, c->n_heads, c->n_kv_heads, hd);
-    o->matmul(b, m->xb, &L->wo, m->att, n);
+    o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &c->rope);
+    o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &c->rope);
+    o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, &m->fb, kvd);
+    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd);
+    o->matmul(b, m->xb, &L->wo, m->att, n, joint);
     o->add(b, m->x, m->xb, (size_t)n * c->dim);
 }
 
-// Feed-forward block on n rows of the residual stream x:
+// Feed-forward block on n rows of the residual stream x, the first `joint`
+// of them prompt rows (see backend.h's matmul):
 // x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
-static void ffn_block(model *m, const layer_weights *L, float *x, int n) {
+static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joint) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
     const model_config *c = &m->cfg;
     o->rmsnorm(b, m->xb, x, &L->ffn_norm, n, c->dim, c->rms_eps);
-    o->matmul(b, m->hb, &L->w_gate, m->xb, n);
-    o->matmul(b, m->hb2, &L->w_up, m->xb, n);
+    o->matmul(b, m->hb, &L->w_gate, m->xb, n, joint);
+    o->matmul(b, m->hb2, &L->w_up, m->xb, n, joint);
     o->swiglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
-    o->matmul(b, m->xb, &L->w_down, m->hb, n);
+    o->matmul(b, m->xb, &L->w_down, m->hb, n, joint);
     o->add(b, x, m->xb, (size_t)n * c->dim);
 }
 
-// Runs n <= n_batch tokens through every layer. Only rows keep..n-1 of the
-// residual stream are needed afterwards (for logits), so the last layer's
-// feed-forward block runs on those alone, as llama.cpp does; every row's K
-// and V still reach the cache.
-static void forward_batch(model *m, const int32_t *ids, int n, int keep) {
-    const int pos0 = m->kv.len, last = m->cfg.n_layers - 1;
-    for (int i = 0; i < n; i++) m->pos[i] = pos0 + i;
-    m->ops->embed(m->be, m->x, &m->tok_embd, ids, n);
+static int clamp0(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+// Runs the pass in m->fb (n <= n_batch tokens) through every layer. Only
+// rows keep..n-1 of the residual stream are needed afterwards (for logits),
+// so the last layer's feed-forward block runs on those alone, as llama.cpp
+// does; every row's K and V still reach the cache.
+static void forward_pass(model *m, int keep) {
+    const int n = m->fb.n, last = m->cfg.n_layers - 1, joint = m->fb.n_prompt;
+    m->ops->embed(m->be, m->x, &m->tok_embd, m->fb.ids, n);
     for (int l = 0; l <= last; l++) {
-        attention_block(m, &m->layers[l], l, n, pos0);
-        if (l < last) ffn_block(m, &m->layers[l], m->x, n);
-        else if (keep < n) ffn_block(m, &m->layers[l], m->x + (size_t)keep * m->cfg.dim, n - keep);
+        attention_block(m, &m->layers[l], l, n);
+        if (l < last) ffn_block(m, &m->layers[l], m->x, n, joint);
+        else if (keep < n)
+            ffn_block(m, &m->layers[l], m->x + (size_t)keep * m->cfg.dim, n - keep, clamp0(joint - keep, n));
     }
-    m->kv.len += n;
 }
 
-// logits[i] = output · norm(x[first + i]) for i < count, into host memory.
-static void output_logits(model *m, int first, int count, float *logits) {
+// Logits of the pass's rows first..n-1 that t asks for, in order, into host
+// memory at logits; returns the position after the last one written.
+static float *output_logits(model *m, const model_tok *t, int first, float *logits) {
     const model_config *c = &m->cfg;
-    for (int i = 0; i < count; i += OUT_CHUNK) {
-        int k = count - i < OUT_CHUNK ? count - i : OUT_CHUNK;
-        m->ops->rmsnorm(m->be, m->xb, m->x + (size_t)(first + i) * c->dim, &m->output_norm, k,
-                        c->dim, c->rms_eps);
-        m->ops->matmul(m->be, m->logits, &m->output, m->xb, k);
-        m->ops->to_host(m->be, logits + (size_t)i * c->n_vocab, m->logits,
-                        sizeof(float) * (size_t)k * c->n_vocab);
+    const int n = m->fb.n;
+    for (int i = first; i < n; i += OUT_CHUNK) {
+        const int k = n - i < OUT_CHUNK ? n - i : OUT_CHUNK;
+        m->ops->rmsnorm(m->be, m->xb, m->x + (size_t)i * c->dim, &m->output_norm, k, c->dim, c->rms_eps);
+        m->ops->matmul(m->be, m->logits, &m->output, m->xb, k, clamp0(m->fb.n_prompt - i, k));
+        for (int r = 0; r < k; r++)
+            if (t[i + r].logits) {
+                m->ops->to_host(m->be, logits, m->logits + (size_t)r * c->n_vocab, sizeof(float) * c->n_vocab);
+                logits += c->n_vocab;
+            }
     }
+    return logits;
 }
 
-int model_len(const model *m) { return m->kv.len; }
+// Fills m->fb for t[0..n) (n <= n_batch), the first n_prompt of them a
+// prompt's tokens. Positions continue each sequence. Returns the first row
+// that wants logits (n if none).
+static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
+    int n_seqs = 0, first_out = n;
+    fwd_batch *fb = &m->fb;
+    fb->max_len = 0;
+    for (int i = 0; i < n; i++) {
+        const int s = t[i].seq;
+        if (m->row_of[s] < 0) {
+            m->row_of[s] = n_seqs;
+            memcpy(m->h_tables + (size_t)n_seqs++ * m->kv.max_blocks, m->kv.seqs[s].table,
+                   sizeof(int32_t) * m->kv.seqs[s].n_blocks);
+        }
+        const int p = m->kv.seqs[s].len++;
+        m->h_ids[i] = t[i].id;
+        m->h_pos[i] = p;
+        m->h_seq[i] = m->row_of[s];
+        m->h_slot[i] = kv_slot(&m->kv, s, p);
+        if (p + 1 > fb->max_len) fb->max_len = p + 1;
+        if (t[i].logits && first_out == n) first_out = i;
+    }
+    for (int i = 0; i < n; i++) m->row_of[t[i].seq] = -1;
+    fb->n = n;
+    fb->n_seqs = n_seqs;
+    fb->n_prompt = n_prompt;
+    const backend_ops *o = m->ops;
+    const size_t bytes = sizeof(int32_t) * (size_t)n;
+    o->to_device(m->be, (void *)fb->ids, m->h_ids, bytes);
+    o->to_device(m->be, (void *)fb->pos, m->h_pos, bytes);
+    o->to_device(m->be, (void *)fb->seq, m->h_seq, bytes);
+    o->to_device(m->be, (void *)fb->slot, m->h_slot, bytes);
+    o->to_device(m->be, (void *)fb->tables, m->h_tables, sizeof(int32_t) * (size_t)n_seqs * fb->max_blocks);
+    return first_out;
+}
+
+// Reserves KV room for every sequence t extends; on failure, gives back what
+// it reserved.
+static int reserve(model *m, const model_tok *t, int n, char *err) {
+    for (int i = 0; i < n; i++) m->added[t[i].seq]++;
+    int failed = 0;
+    for (int i = 0; i < n && !failed; i++) {
+        const int s = t[i].seq;
+        if (m->added[s] > 0 && kv_reserve(&m->kv, s, m->added[s], err)) failed = 1;
+        m->added[s] = -m->added[s];  // reserved (or failed): negative marks it done
+    }
+    for (int i = 0; i < n; i++) {
+        const int s = t[i].seq;
+        if (failed && m->added[s] < 0) kv_truncate(&m->kv, s, m->kv.seqs[s].len);
+        m->added[s] = 0;
+    }
+    return failed ? -1 : 0;
+}
+
+int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float *logits, char *err) {
+    if (n <= 0) return errf(err, "nothing to evaluate (0 tokens)");
+    if (n_prompt < 0 || n_prompt > n) return errf(err, "%d prompt tokens in a pass of %d", n_prompt, n);
+    for (int i = 0; i < n; i++) {
+        if (t[i].id < 0 || t[i].id >= m->cfg.n_vocab)
+            return errf(err, "token id %d is outside the vocabulary (%d)", t[i].id, m->cfg.n_vocab);
+        if (t[i].seq < 0 || t[i].seq >= m->kv.max_seqs || !m->kv.seqs[t[i].seq].live)
+            return errf(err, "sequence %d does not exist", t[i].seq);
+        if (i < n_prompt && t[i].seq != t[0].seq) return errf(err, "a prompt's tokens span two sequences");
+    }
+    if (reserve(m, t, n, err)) return -1;
+    for (int done = 0; done < n;) {
+        const int nb = n - done < m->n_batch ? n - done : m->n_batch;
+        const int first_out = stage_pass(m, t + done, nb, clamp0(n_prompt - done, nb));
+        forward_pass(m, first_out);
+        logits = output_logits(m, t + done, first_out, logits);
+        done += nb;
+    }
+    return 0;
+}
+
+int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err) {
+    if (n <= 0) return errf(err, "nothing to evaluate (0 tokens)");
+    model_tok *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return errf(err, "out of memory");
+    for (int i = 0; i < n; i++) t[i] = (model_tok){.id = ids[i], .seq = 0, .logits = all_logits || i == n - 1};
+    int r = model_forward_batch(m, t, n, n, logits, err);
+    free(t);
+    return r;
+}
+
+// ---- sequences --------------------------------------------------------------
+
+int model_len(const model *m) { return m->kv.seqs[0].len; }
 int model_ctx(const model *m) { return m->kv.n_ctx; }
-void model_rewind(model *m, int len) { kv_truncate(&m->kv, len); }
+void model_rewind(model *m, int len) { kv_truncate(&m->kv, 0, len); }
+int model_seq_new(model *m) { return kv_seq_new(&m->kv); }
+void model_seq_free(model *m, int s) { kv_seq_free(&m->kv, s); }
+int model_seq_len(const model *m, int s) { return m->kv.seqs[s].len; }
+void model_seq_rewind(model *m, int s, int len) { kv_truncate(&m->kv, s, len); }
+void model_seq_share(model *m, int dst, int src, int len) { kv_seq_share(&m->kv, dst, src, len); }
+int model_kv_room(const model *m) { return m->kv.n_free * KV_BLOCK; }
 
 size_t model_kv_bytes(const model *m, int n) {
     return 2 * (size_t)m->cfg.n_layers * n * m->kv.kv_dim * sizeof(uint16_t);
 }
 
+// Copies positions [0, n) of sequence 0 between the pools and planes of
+// `stride` positions laid out as model_kv_export documents, one block's run
+// of rows at a time.
+static void kv_copy(model *m, int n, uint16_t *buf, int stride, int export) {
+    const size_t row = (size_t)m->kv.kv_dim, plane = (size_t)stride * row;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int kvi = 0; kvi < 2; kvi++) {
+            uint16_t *pool = kvi ? m->kv.v[l] : m->kv.k[l], *p = buf + (2 * (size_t)l + kvi) * plane;
+            for (int j = 0; j < n; j += KV_BLOCK) {
+                size_t bytes = sizeof(uint16_t) * row * (size_t)(n - j < KV_BLOCK ? n - j : KV_BLOCK);
+                uint16_t *dev = pool + (size_t)kv_slot(&m->kv, 0, j) * row;
+                if (export) m->ops->to_host(m->be, p + j * row, dev, bytes);
+                else m->ops->to_device(m->be, dev, p + j * row, bytes);
+            }
+        }
+}
+
 int model_kv_export(model *m, int n, uint16_t *dst, char *err) {
-    if (n < 0 || n > m->kv.len) return errf(err, "cannot export %d positions: the cache holds %d", n, m->kv.len);
-    size_t part = (size_t)n * m->kv.kv_dim;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        m->ops->to_host(m->be, dst + (2 * l) * part, m->kv.k[l], part * sizeof *dst);
-        m->ops->to_host(m->be, dst + (2 * l + 1) * part, m->kv.v[l], part * sizeof *dst);
-    }
+    if (n < 0 || n > model_len(m)) return errf(err, "cannot export %d positions: the cache holds %d", n, model_len(m));
+    kv_copy(m, n, dst, n, 1);
     return 0;
 }
 
 int model_kv_import(model *m, int n, const uint16_t *src, int stride, char *err) {
     if (n < 0 || n > m->kv.n_ctx || stride < n)
         return errf(err, "cannot import %d positions (stride %d): the context holds %d", n, stride, m->kv.n_ctx);
-    size_t part = (size_t)n * m->kv.kv_dim, plane = (size_t)stride * m->kv.kv_dim;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        m->ops->to_device(m->be, m->kv.k[l], src + (2 * l) * plane, part * sizeof *src);
-        m->ops->to_device(m->be, m->kv.v[l], src + (2 * l + 1) * plane, part * sizeof *src);
-    }
-    m->kv.len = n;
-    return 0;
-}
-
-int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err) {
-    if (n <= 0) return errf(err, "nothing to evaluate (0 tokens)");
-    if (n > m->kv.n_ctx - m->kv.len)
-        return errf(err, "%d tokens at position %d do not fit in the context of %d", n, m->kv.len,
-                    m->kv.n_ctx);
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= m->cfg.n_vocab)
-            return errf(err, "token id %d is outside the vocabulary (%d)", ids[i], m->cfg.n_vocab);
-    for (int done = 0; done < n;) {
-        int nb = n - done < m->n_batch ? n - done : m->n_batch;
-        forward_batch(m, ids + done, nb, all_logits ? 0 : done + nb == n ? nb - 1 : nb);
-        if (all_logits)
-            output_logits(m, 0, nb, logits + (size_t)done * m->cfg.n_vocab);
-        else if (done + nb == n)
-            output_logits(m, nb - 1, 1, logits);
-        done += nb;
-    }
+    kv_truncate(&m->kv, 0, 0);
+    if (kv_reserve(&m->kv, 0, n, err)) return -1;
+    kv_copy(m, n, (uint16_t *)src, stride, 0);
+    m->kv.seqs[0].len = n;
     return 0;
 }

@@ -34,7 +34,9 @@ typedef struct model model;
 typedef struct {
     const backend_ops *ops;
     int n_threads;
-    int n_ctx;       // 0: from metadata
+    int n_ctx;       // positions per sequence; 0: from metadata
+    int n_seqs;      // sequences that can be live at once; 0: 1
+    size_t kv_mem;   // bytes of the KV pool; 0: room for n_seqs full contexts
 } model_opts;
 
 int model_load(model **out, const char *path, const model_opts *o, char *err);
@@ -42,20 +44,20 @@ void model_free(model *m);
 
 const model_config *model_cfg(const model *m);
 const gguf_file *model_gguf(const model *m);
-kvcache *model_kv(model *m);
 const char *model_backend_desc(model *m);
 // Bytes of weights one decode step reads (for the bandwidth roofline).
 size_t model_weight_bytes(const model *m);
 
-// Runs n tokens at positions kv.len .. kv.len+n-1 and appends them to the KV
-// cache. Writes logits of the last token ([n_vocab]) or, with all_logits, of
-// every token ([n, n_vocab]) into logits (host memory). Fails if the tokens do
-// not fit in the context.
+// Runs n tokens at positions model_len(m) .. +n-1 of sequence 0 (which
+// exists from model_load) and appends them to its KV cache. Writes logits of
+// the last token ([n_vocab]) or, with all_logits, of every token
+// ([n, n_vocab]) into logits (host memory). Fails if the tokens do not fit in
+// the context.
 int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err);
 
-// The cached sequence that model_forward extends.
+// Sequence 0, which model_forward extends.
 int model_len(const model *m);   // positions in the KV cache: the next token goes here
-int model_ctx(const model *m);   // capacity of the context in positions
+int model_ctx(const model *m);   // capacity of a sequence in positions
 // Forgets cached positions >= len (speculative rollback, chat edits, re-runs).
 void model_rewind(model *m, int len);
 // The fp16 K and V of cached positions [0, n), as
@@ -65,5 +67,33 @@ int model_kv_export(model *m, int n, uint16_t *dst, char *err);
 // Replaces the cache with n positions read from model_kv_export's layout of
 // `stride` >= n positions (so a prefix of a longer export can be restored).
 int model_kv_import(model *m, int n, const uint16_t *src, int stride, char *err);
+
+// ---- Several sequences in one pass (batched generation) --------------------
+
+// One token of a batched pass.
+typedef struct {
+    int32_t id;   // token id
+    int seq;      // the sequence it extends, at that sequence's next position
+    int logits;   // 1: return its logits
+} model_tok;
+
+int model_seq_new(model *m);                 // a new empty sequence, or -1 when all are live
+void model_seq_free(model *m, int s);
+int model_seq_len(const model *m, int s);
+void model_seq_rewind(model *m, int s, int len);
+// Makes empty sequence dst share the first len positions of src (their KV
+// blocks are shared, copied only when one of them writes into a shared block).
+void model_seq_share(model *m, int dst, int src, int len);
+// Positions the KV pool can still take (free blocks × block size).
+int model_kv_room(const model *m);
+// Runs t[0..n) (each sequence's tokens in position order) in one pass over
+// the weights per chunk of the batch size. The first n_prompt tokens are
+// consecutive tokens of one sequence's prompt, computed together as
+// model_forward computes a prompt; every later token gets exactly the
+// logits it would get alone in a one-token model_forward, whatever else
+// shares the pass. logits: [count of t[i].logits, n_vocab], in the order of
+// t. Fails, changing nothing, if a sequence would outgrow its context or the
+// pool.
+int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float *logits, char *err);
 
 #endif

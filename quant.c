@@ -1493,19 +1493,18 @@ static float dot_float_avx2(uint32_t type, const uint8_t *w, const uint8_t *x, i
 // Entry points
 // ---------------------------------------------------------------------------
 
-void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, const void *xq,
-              size_t xq_stride, int nt, float *y, size_t ldy) {
-    const qtype_info *q = qtype_get(wtype);
-    if (!q || !q->compute || nr <= 0 || nt <= 0) return;
+// nt tokens computed jointly (see q_matmul).
+static void matmul_joint(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_stride, int nr,
+                         const uint8_t *xq, size_t xq_stride, int nt, float *y, size_t ldy) {
 #if defined(Q_AVX512)
     if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
     else if (wtype == Q_Q5_K) matmul_q5_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
     else matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
 #else
     for (int r = 0; r < nr; r++) {
-        const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
+        const uint8_t *wr = w + (size_t)r * w_stride;
         for (int t = 0; t < nt; t++) {
-            const uint8_t *xr = (const uint8_t *)xq + (size_t)t * xq_stride;
+            const uint8_t *xr = xq + (size_t)t * xq_stride;
             const int gemm = t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
 #if defined(Q_AVX2)
             const int fl = wtype == Q_F32 || wtype == Q_F16 || wtype == Q_BF16;
@@ -1516,6 +1515,18 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
         }
     }
 #endif
+}
+
+void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, const void *xq,
+              size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy) {
+    const qtype_info *q = qtype_get(wtype);
+    if (!q || !q->compute || nr <= 0 || nt <= 0) return;
+    if (nt_joint > nt) nt_joint = nt;
+    if (nt_joint > 0) matmul_joint(wtype, n, w, w_stride, nr, xq, xq_stride, nt_joint, y, ldy);
+    // lone tokens: the nr weight rows (a thread's tile) stay in cache across them
+    for (int t = nt_joint > 0 ? nt_joint : 0; t < nt; t++)
+        matmul_joint(wtype, n, w, w_stride, nr, (const uint8_t *)xq + (size_t)t * xq_stride, xq_stride, 1,
+                     y + (size_t)t * ldy, ldy);
 }
 
 const char *q_simd_name(void) {

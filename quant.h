@@ -91,9 +91,13 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n);
 // w: nr weight rows of `wtype`, n elements each, w_stride bytes apart.
 // xq: nt activation rows from q_quantize_act, xq_stride bytes apart.
 // Each weight block is loaded once and used for several tokens (prefill);
-// nt == 1 is the decode matvec. Single-threaded: the caller splits rows.
+// nt == 1 is the decode matvec. Tokens 0..nt_joint-1 are computed jointly,
+// in llama.cpp's batch float order (which depends on how many there are);
+// each token from nt_joint on is computed exactly as a call with nt == 1
+// would compute it, so its result does not depend on the others.
+// Single-threaded: the caller splits rows.
 void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
-              const void *xq, size_t xq_stride, int nt, float *y, size_t ldy);
+              const void *xq, size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy);
 
 // Which SIMD path q_matmul uses on this machine ("avx512-vnni", "avx2", "scalar").
 const char *q_simd_name(void);

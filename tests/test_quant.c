@@ -417,8 +417,18 @@ static void run_case(rng_t *r, const mm_case *c, double err[3]) {
         if (t == 3) memset(xt, 0, sizeof(float) * n);  // an all-zero token
         q_quantize_act(c->type, xt, xq + t * xs, n);
     }
-    q_matmul(c->type, n, w, ws, nr, xq, xs, nt, y, ldy);
-    for (int t = 0; t < nt; t++) q_matmul(c->type, n, w, ws, nr, xq + t * xs, xs, 1, y1 + t * ldy, ldy);
+    q_matmul(c->type, n, w, ws, nr, xq, xs, nt, nt, y, ldy);
+    for (int t = 0; t < nt; t++) q_matmul(c->type, n, w, ws, nr, xq + t * xs, xs, 1, 1, y1 + t * ldy, ldy);
+    // tokens after the joint ones must equal one-token calls bit for bit
+    // (batched decode and speculative verification rely on it)
+    const int joint = nt / 2;
+    float *y2 = xmalloc(sizeof(float) * ldy * nt);
+    q_matmul(c->type, n, w, ws, nr, xq, xs, nt, joint, y2, ldy);
+    for (int t = joint; t < nt; t++)
+        if (memcmp(y2 + t * ldy, y1 + t * ldy, sizeof(float) * nr))
+            fail("matmul %s n=%lld nr=%d nt=%d: token %d after %d joint ones differs from a one-token call",
+                 qtype_get(c->type)->name, (long long)n, nr, nt, t, joint);
+    free(y2);
     err[0] = err[1] = err[2] = 0;
     const int q81 = c->type == Q_Q4_1 || c->type == Q_Q5_1;
     for (int t = 0; t < nt; t++) {
@@ -590,7 +600,7 @@ static void check_order(uint32_t type, const int (*shapes)[2], size_t n_shapes, 
                 for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)(amp * gauss(&r));
                 q_quantize_act(type, x, xq + t * xs, n);
             }
-            q_matmul(type, n, w, ws, nr, xq, xs, nt, y, (size_t)nr);
+            q_matmul(type, n, w, ws, nr, xq, xs, nt, nt, y, (size_t)nr);
             for (int t = 0; t < nt; t++)
                 for (int i = 0; i < nr; i++, checked++) {
                     const int gemm = t < nt - nt % 4;
@@ -647,13 +657,13 @@ static void bench(void) {
         }
         for (int rep = 0; rep < 10; rep++) {
             const double t0 = now_sec();
-            q_matmul(type, n, w, rb, rows, xq, xs, 1, y, rows);
+            q_matmul(type, n, w, rb, rows, xq, xs, 1, 1, y, rows);
             best1 = fmin(best1, now_sec() - t0);
         }
         for (int rep = 0; rep < 3; rep++) {
             const double t0 = now_sec();
             for (int r0 = 0; r0 < rows; r0 += 64)
-                q_matmul(type, n, w + (size_t)r0 * rb, rb, 64, xq, xs, ntok, y + r0, rows);
+                q_matmul(type, n, w + (size_t)r0 * rb, rb, 64, xq, xs, ntok, ntok, y + r0, rows);
             bestt = fmin(bestt, now_sec() - t0);
         }
         printf("%-5s %12.1f %14.1f %16.1f %16.2f\n", qtype_get(type)->name, rb * rows / best1 / 1e9,
