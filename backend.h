@@ -37,6 +37,12 @@ typedef struct {
 // position p lives in pool row table[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK.
 #define KV_BLOCK 16
 
+// Prompt rows are multiplied in tiles of this many consecutive positions
+// (see matmul), so a prompt split into pieces at multiples of it (chunked
+// prefill, a shared or cached prefix) computes exactly what one pass over
+// the whole prompt computes.
+#define PREFILL_TILE 64
+
 // The tokens of one forward pass: n tokens from one or more sequences. The
 // arrays are backend memory (the model writes them with to_device). Token i
 // sits at position pos[i] of the sequence whose block table is row seq[i] of
@@ -78,10 +84,12 @@ typedef struct backend_ops {
     // out[i, :] = x[i, :] / rms(x[i, :]) * w; x, out: [n, dim]; w: F32 [dim]. out may equal x.
     void (*rmsnorm)(backend *b, float *out, const float *x, const qmat *w, int n, int dim, float eps);
     // y[n, w->rows] = x[n, w->cols] · wᵀ. Rows 0..n_joint-1 are consecutive
-    // tokens of one prompt, computed together (their rounding may depend on
-    // how many there are); every later row is computed exactly as it would be
-    // alone (n == 1), so a decode token's result never depends on what else
-    // shares the pass (batched decode and speculative verification rely on it).
+    // tokens of one prompt, computed together in tiles of PREFILL_TILE rows
+    // from row 0: a joint row's rounding may depend on the other rows of its
+    // tile, never on rows outside it. Every row from n_joint on is computed
+    // exactly as it would be alone (n == 1), so a decode token's result never
+    // depends on what else shares the pass (batched decode and speculative
+    // verification rely on it).
     void (*matmul)(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint);
     // y[i, :] += bias for each of n rows; bias F32 [dim]
     void (*add_bias)(backend *b, float *y, const qmat *bias, int n, int dim);

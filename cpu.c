@@ -83,7 +83,7 @@ static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, i
 
 // Token tile and row tile: a row tile (≈ 64 rows × a row's bytes) stays in
 // cache while every token tile passes over it.
-#define MM_TOK_TILE 64
+#define MM_TOK_TILE PREFILL_TILE
 #define MM_ROW_TILE 64
 
 static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {

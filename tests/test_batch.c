@@ -160,6 +160,33 @@ static void test_model(const char *path) {
     model_free(m);
 }
 
+// A prompt split at a multiple of PREFILL_TILE — in two calls, or with its
+// first part shared from another sequence — computes exactly what one pass
+// over it does.
+static void test_split_prompt(const char *path) {
+    model *m = load(path, 2, 0);
+    const int nv = model_cfg(m)->n_vocab, n = PREFILL_TILE + 37;
+    int32_t ids[PREFILL_TILE + 37];
+    for (int i = 0; i < n; i++) ids[i] = (i * 11 + 5) % nv;
+    float *whole = malloc(sizeof(float) * nv), *split = malloc(sizeof(float) * nv);
+    char err[ERR_LEN];
+    if (model_forward(m, ids, n, 0, whole, err)) fail("whole prompt: %s", err);
+    model_rewind(m, 0);
+    if (model_forward(m, ids, PREFILL_TILE, 0, split, err) ||
+        model_forward(m, ids + PREFILL_TILE, n - PREFILL_TILE, 0, split, err))
+        fail("split prompt: %s", err);
+    compare("prompt split at PREFILL_TILE", split, whole, nv);
+    int s1 = model_seq_new(m);
+    model_seq_share(m, s1, 0, PREFILL_TILE);
+    model_tok t[PREFILL_TILE + 37];
+    for (int i = PREFILL_TILE; i < n; i++) t[i - PREFILL_TILE] = (model_tok){ids[i], s1, i == n - 1};
+    if (model_forward_batch(m, t, n - PREFILL_TILE, n - PREFILL_TILE, split, err)) fail("shared prompt: %s", err);
+    compare("prompt with a shared first tile", split, whole, nv);
+    free(whole);
+    free(split);
+    model_free(m);
+}
+
 // A pool of 3 blocks: a 40-token sequence fits (all 3), a second one does not, and
 // the failed pass leaves both sequences as they were.
 static void test_pool_full(const char *path) {
@@ -192,8 +219,10 @@ int main(void) {
     snprintf(path, sizeof path, "%s/models/gguf/stories260K.gguf", shared);
     test_model(path);
     test_pool_full(path);
+    test_split_prompt(path);
     snprintf(path, sizeof path, "%s/models/gguf/synth-qwen3-Q4_K_M.gguf", shared);
     test_model(path);
+    test_split_prompt(path);
     if (g_fail) {
         fprintf(stderr, "test_batch: %d failure(s)\n", g_fail);
         return 1;
