@@ -1,6 +1,8 @@
 # quill — build, test, bench.
-#   make            ./quill (CPU) and the demo GGUFs in models/
-#   make test       every test, in a normal and an ASan+UBSan build
+#   make            ./quill (CPU, and CUDA when nvcc is found; CUDA=0: CPU only) and the
+#                   demo GGUFs in models/
+#   make test       every test, in a normal and an ASan+UBSan build (the latter CPU only)
+#   make test-cuda  the CUDA backend against the CPU (needs a GPU)
 #   make bench      prefill/decode speed against the memory-bandwidth roofline
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
@@ -9,15 +11,34 @@ BUILD   ?= build
 OPT     ?= -O3 -march=native
 SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g $(CFLAGS)
-LDLIBS  := -lm -fopenmp -lpcre2-8 $(SAN) $(LDLIBS)
+LDLIBS  := -lm -fopenmp -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
 
-LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c
+LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-.PHONY: all quill models test test-fast test-asan bench clean
+# CUDA: kernels.cu is compiled and linked into the same binary whenever nvcc
+# is found (CUDA=0: CPU only). libcuda is not needed at link time, so the
+# binary still runs where there is no GPU or driver (on the CPU, saying so).
+NVCC      ?= /usr/local/cuda/bin/nvcc
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA      ?= $(if $(wildcard $(NVCC)),1,0)
+CUDA_ARCH ?= sm_90
+NVFLAGS   := -std=c++20 -O3 -g -arch=$(CUDA_ARCH) -DQUILL_CUDA_ARCH=$(subst sm_,,$(CUDA_ARCH)) \
+             --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $(NVFLAGS)
+ifeq ($(CUDA),1)
+CFLAGS    += -DQUILL_CUDA
+LIB_OBJ   += $(BUILD)/kernels.o
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
+endif
+# Objects remember whether they were built with CUDA: switching rebuilds them.
+BUILD_CONFIG := $(BUILD)/config
+$(shell mkdir -p $(BUILD)/tests && (echo 'CUDA=$(CUDA) $(CUDA_ARCH)' | cmp -s - $(BUILD_CONFIG) || \
+        echo 'CUDA=$(CUDA) $(CUDA_ARCH)' > $(BUILD_CONFIG)))
+
+.PHONY: all quill models test test-fast test-asan test-cuda bench clean
 all: quill models
 
 quill: $(BUILD)/quill
@@ -31,6 +52,11 @@ $(BUILD)/libquill.a: $(LIB_OBJ)
 
 $(BUILD)/%.o: %.c $(wildcard *.h) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(LIB_OBJ) $(BUILD)/main.o: $(BUILD_CONFIG)
+
+$(BUILD)/kernels.o: kernels.cu $(wildcard *.h) | $(BUILD)/tests
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libquill.a $(wildcard *.h)
 	$(CC) $(CFLAGS) -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
@@ -52,8 +78,13 @@ test-fast: $(BUILD)/quill $(TEST_BIN) models
 	tests/run.sh $(BUILD) $(SHARED)
 
 test-asan:
-	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
+	$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
 	QUILL_SANITIZED=1 tests/run.sh build/asan $(SHARED)
+
+# On a machine with a GPU: every CUDA op against the CPU op, CPU-vs-CUDA
+# logits and the goldens with --gpu, compute-sanitizer on a short run.
+test-cuda: $(BUILD)/quill $(BUILD)/tests/test_backend_ops $(BUILD)/tests/test_cuda_model models
+	tests/cuda.sh $(BUILD) $(SHARED)
 
 bench: $(BUILD)/quill $(BUILD)/tests/test_tokenizer
 	tests/bench.sh $(BUILD) $(SHARED)

@@ -2,7 +2,7 @@
 //
 // model.c computes a transformer layer as a fixed sequence of these ops and
 // never branches on which backend runs them. cpu.c implements them (the
-// reference); kernels.cu will implement the same table for CUDA. All
+// reference); kernels.cu implements the same table for CUDA. All
 // activation pointers are backend memory (host memory for the CPU backend);
 // activation tensors are row-major float32 with one row per token.
 #ifndef QUILL_BACKEND_H
@@ -64,6 +64,17 @@ typedef struct {
 
 typedef struct backend backend;  // backend-private state: threads, scratch, handles
 
+// The sampler settings a backend's `sample` op understands (sample.h's
+// sampler_params without the repetition penalty, which needs the history).
+typedef struct {
+    float temp;   // <= 0: greedy
+    int top_k;    // <= 0: off
+    float top_p;  // >= 1: off
+    float min_p;  // <= 0: off
+} sample_cfg;
+
+#define BACKEND_GRAPHS 16  // graph keys a backend keeps (see graph_begin)
+
 typedef struct backend_ops {
     const char *name;  // "cpu", "cuda"
     int (*init)(backend **b, int n_threads, char *err);
@@ -110,6 +121,42 @@ typedef struct backend_ops {
     void (*attention)(backend *b, float *out, const float *q, const void *kpool,
                       const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                       int head_dim);
+
+    // ---- Optional ops: NULL where a backend lacks them (cpu.c has none). ----
+    // model.c checks for them (`if (ops->graph_begin)`) and never asks which
+    // backend runs.
+
+    // 0, or -1 with the first failure an earlier op met. Ops that return void
+    // (kernels launched asynchronously) record their failures; this surfaces
+    // them. It does not wait for the device: call it after a to_host.
+    int (*status)(backend *b, char *err);
+
+    // Picks the next token from logits [n_vocab] in backend memory, copying
+    // only the id to the host: the argmax (ties: lowest id) when sc->temp <= 0,
+    // else sample.c's chain without the repetition penalty (top-k → top-p →
+    // min-p → temperature → draw with the uniform u in [0, 1)). The kept set
+    // is sample.c's; the draw walks it in id order. -1 on failure (status).
+    int32_t (*sample)(backend *b, const float *logits, int n_vocab, const sample_cfg *sc, double u);
+
+    // Graphs of a decode step: graph_begin(key) starts recording the ops that
+    // follow instead of running them, graph_end(key) stops (the recorded ops
+    // have not run yet), graph_replay(key) runs them. A replay repeats the
+    // same ops on the same pointers with the same host arguments, so what
+    // differs between steps must be in backend memory (the fwd_batch arrays,
+    // written with to_device before the replay); fb->max_len may differ, so a
+    // backend that records must not size work by it. No to_host/to_device
+    // between begin and end. graph_replay fails (and forgets the key) when a
+    // recorded graph went stale (the backend moved its scratch memory): run
+    // the ops directly and record again. Keys: 0 .. BACKEND_GRAPHS-1.
+    int (*graph_begin)(backend *b, int key, char *err);
+    int (*graph_end)(backend *b, int key, char *err);
+    int (*graph_replay)(backend *b, int key, char *err);
+
+    // The device's measured limits, for `quill bench`: device-memory
+    // bandwidth in bytes/s (a device-to-device copy: bytes read + written per
+    // second) and dense GEMM throughput in FLOP/s (bf16 in, fp32 accumulate).
+    // Measured on the first call (a second or so), remembered after.
+    int (*roofline)(backend *b, double *mem_bw, double *gemm_flops, char *err);
 } backend_ops;
 
 extern const backend_ops cpu_backend;

@@ -17,9 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batch.h"
+#include "chat.h"
+#ifdef QUILL_CUDA
+#include "kernels.h"
+#endif
 #include "model.h"
+#include "pcache.h"
 #include "quant.h"
 #include "sample.h"
+#include "spec.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -38,16 +45,32 @@ typedef struct {
     const char *stops[MAX_STOPS];
     int n_stops;
     const char *stats_json;
+    const char *prompt_cache;  // --prompt-cache: KV of the prompt kept in this file
+    int interactive;           // -i: chat (also without -i when stdin is a terminal and no prompt)
+    const char *chat_template; // --chat-template NAME (NULL: the model's)
+    const char *system;        // --system TEXT
+    int context_stop;          // --context-full stop (default shift)
+    const char *draft;         // --draft: speculative decoding with this draft model
+    int lookup;                // --lookup: speculative decoding drafted by prompt lookup
+    spec_params spec;          // --draft-max K, --draft-fixed
     sampler_params sp;
     int bench_p, bench_n;   // bench: prompt and generated tokens
+    int n_seqs;             // batch: sequences the model holds (0: 1)
+    size_t kv_mem;          // batch: --kv-mem, bytes of the KV pool (0: n_seqs full contexts)
+    int device;             // DEVICE_AUTO, or --cpu / --gpu
 } options;
+
+enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU };  // options.device
 
 // What a generation run measured, for the stats line and --stats-json.
 typedef struct {
     int n_prompt, n_gen;
+    int n_cached;                // prompt positions restored from --prompt-cache, not prefilled
+    double t_cache_write;        // seconds spent writing --prompt-cache after the prefill
     double t_prefill, t_decode;  // seconds: prompt eval (to first token), later steps
     int decode_steps;
     const char *finish;          // eos, length, stop, context
+    const spec_stats *spec;      // speculative decoding's figures (NULL: off)
 } gen_stats;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -67,13 +90,17 @@ static void die(const char *fmt, ...) {
 static void usage(FILE *out) {
     fputs(
         "usage: quill -m MODEL.gguf [options] [PROMPT...]\n"
+        "       quill -m MODEL.gguf [-i] [--system TEXT] [--chat-template NAME]   (chat)\n"
         "       quill info MODEL.gguf\n"
         "       quill ppl -m MODEL.gguf -f TEXT [-c 512] [-t N]\n"
         "       quill bench -m MODEL.gguf [-p 512] [-n 128] [-t N]\n"
         "       quill tokenize -m MODEL.gguf [--ids] [--no-bos] [--special] [TEXT]\n"
+        "       quill batch -m MODEL.gguf [-i FILE] [-o FILE] [--lines] [--parallel N] [--chunk T]\n"
+        "                   [--kv-mem SIZE] [--unordered] [generation options]\n"
         "\n"
         "Generates a continuation of PROMPT (the arguments, else -f FILE, else stdin when it is\n"
         "not a terminal). Only generated text goes to stdout; a stats line goes to stderr.\n"
+        "With a terminal on stdin and no prompt, or with -i, it chats (/help lists commands).\n"
         "\n"
         "options:\n"
         "  -m, --model FILE       GGUF model (llama, qwen2, qwen3; F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
@@ -83,6 +110,8 @@ static void usage(FILE *out) {
         "                         context is full)\n"
         "  -c, --ctx-size N       context length in tokens (default: the model's, at most 4096)\n"
         "  -t, --threads N        CPU threads (default: all cores)\n"
+        "      --cpu              run on the CPU even when a CUDA GPU is present\n"
+        "      --gpu              run on the CUDA GPU; fail when there is none\n"
         "      --temp T           temperature; 0 is greedy (default 0.8)\n"
         "      --top-k K          keep the K most likely tokens; 0 off (default 40)\n"
         "      --top-p P          keep the smallest set with probability >= P; 1 off (default 0.95)\n"
@@ -96,6 +125,27 @@ static void usage(FILE *out) {
         "      --special          control tokens written in the prompt (e.g. <s>) are tokens\n"
         "      --ids              (tokenize) print only the ids, on one line\n"
         "      --stats-json FILE  also write the stats as JSON to FILE\n"
+        "      --draft FILE       speculative decoding: FILE (a smaller model with the same\n"
+        "                         vocabulary) drafts tokens that the model checks in one pass;\n"
+        "                         greedy output is unchanged, sampling keeps its distribution\n"
+        "      --lookup           speculative decoding drafted from earlier text (n-gram lookup)\n"
+        "      --draft-max K      draft at most K tokens per round (default 8), chosen from the\n"
+        "                         acceptance rate; --draft-fixed: always K\n"
+        "      --prompt-cache FILE  reuse the prompt's KV from FILE (the longest common prefix)\n"
+        "                         and write it there after the prefill (with -n 0: only that)\n"
+        "  -i, --interactive      chat, reading messages from stdin (answers on stdout)\n"
+        "      --chat-template NAME  plain, chatml, llama2, llama3, mistral, gemma, phi3\n"
+        "                         (default: recognized from the model's tokenizer.chat_template)\n"
+        "      --system TEXT      (chat) the system prompt\n"
+        "      --context-full M   (chat) when the context fills: shift (drop the oldest turns,\n"
+        "                         default) or stop (ask for /reset)\n"
+        "batch (JSON Lines in: {\"id\", \"prompt\", \"n\", \"temp\", \"seed\", \"stop\"}; JSON Lines out):\n"
+        "  -i, -o FILE            input and output (default stdin, stdout)\n"
+        "      --lines            input is one prompt per line\n"
+        "      --parallel N       sequences decoding together (default 4)\n"
+        "      --chunk T          prompt tokens per prefill chunk, a multiple of 64 (default 256)\n"
+        "      --kv-mem SIZE      bound the KV cache (e.g. 512M); sequences wait for room\n"
+        "      --unordered        write each result as it finishes, not in input order\n"
         "  -q, --quiet            print nothing on stderr but errors\n"
         "  -p N, -n N             (bench) prompt and generated tokens to time\n"
         "  -h, --help             this help\n",
@@ -137,6 +187,7 @@ static char *join_args(int argc, char **argv) {
 // Parses argv[first..argc). Positional words become the prompt.
 static void parse_options(options *o, int argc, char **argv, int first) {
     *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128,
+                   .spec = {.draft_max = 8, .ngram_min = 2, .ngram_max = 4},
                    .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                           .repeat_penalty = 1.0f, .repeat_last_n = 64,
                           .seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32)}};
@@ -153,6 +204,8 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "-p")) o->bench_p = (int)parse_int(a, ARG(), 1, 1 << 20);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) o->n_ctx = (int)parse_int(a, ARG(), 0, 1 << 24);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->n_threads = (int)parse_int(a, ARG(), 0, 1024);
+        else if (!strcmp(a, "--cpu")) o->device = DEVICE_CPU;
+        else if (!strcmp(a, "--gpu")) o->device = DEVICE_GPU;
         else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(a, ARG(), 0, 100);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_int(a, ARG(), 0, 1 << 30);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(a, ARG(), 0, 1);
@@ -170,6 +223,19 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--special")) o->special = 1;
         else if (!strcmp(a, "--ids")) o->ids_only = 1;
         else if (!strcmp(a, "--stats-json")) o->stats_json = ARG();
+        else if (!strcmp(a, "--prompt-cache")) o->prompt_cache = ARG();
+        else if (!strcmp(a, "--draft")) o->draft = ARG();
+        else if (!strcmp(a, "--lookup")) o->lookup = 1;
+        else if (!strcmp(a, "--draft-max")) o->spec.draft_max = (int)parse_int(a, ARG(), 1, SPEC_MAX_DRAFT);
+        else if (!strcmp(a, "--draft-fixed")) o->spec.fixed = 1;
+        else if (!strcmp(a, "-i") || !strcmp(a, "--interactive")) o->interactive = 1;
+        else if (!strcmp(a, "--chat-template")) o->chat_template = ARG();
+        else if (!strcmp(a, "--system")) o->system = ARG();
+        else if (!strcmp(a, "--context-full")) {
+            const char *v = ARG();
+            if (strcmp(v, "shift") && strcmp(v, "stop")) die("option --context-full: expected shift or stop, got '%s'", v);
+            o->context_stop = !strcmp(v, "stop");
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--")) { while (++i < argc) words[n_words++] = argv[i]; }
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see quill --help)", a);
@@ -203,25 +269,6 @@ static char *read_file(const char *path, size_t *len) {
     char *s = read_all(f, path, len);
     fclose(f);
     return s;
-}
-
-// Index of the first byte that is not part of a valid UTF-8 sequence, or -1.
-static long utf8_invalid_at(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = u[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!len || i + len > n) return (long)i;
-        uint32_t cp = len == 1 ? c : c & (0x7f >> len);
-        for (int k = 1; k < len; k++) {
-            if ((u[i + k] & 0xc0) != 0x80) return (long)i;
-            cp = cp << 6 | (u[i + k] & 0x3f);
-        }
-        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return (long)i;
-        i += len;
-    }
-    return -1;
 }
 
 // The prompt: arguments, else -f, else stdin (not a terminal). One trailing
@@ -297,22 +344,55 @@ static void emit_finish(emitter *e) {
 
 // ---- generation ---------------------------------------------------------
 
-static model *load_model(const options *o) {
+// The backend: CUDA when this build has it and a GPU is usable (--gpu: or
+// fail), else the CPU. *why (when not empty) says why a GPU build runs on the
+// CPU, for a notice once the model has loaded.
+static const backend_ops *pick_backend(const options *o, char why[ERR_LEN]) {
+    why[0] = 0;
+    if (o->device == DEVICE_CPU) return &cpu_backend;
+#ifdef QUILL_CUDA
+    char reason[ERR_LEN];
+    if (cuda_device_count(reason) > 0) return &cuda_backend;
+    if (o->device == DEVICE_GPU) die("--gpu: no usable CUDA device (%s)", reason);
+    snprintf(why, ERR_LEN, "no CUDA device (%.400s); running on the CPU", reason);
+#else
+    if (o->device == DEVICE_GPU) die("--gpu: this quill was built without CUDA (build it where nvcc is installed)");
+#endif
+    return &cpu_backend;
+}
+
+// The model on the picked backend. A notice that a GPU build runs on the CPU
+// goes to why (printed by the caller once everything has loaded, so that a
+// failure stays one line).
+static model *load_model_on(const options *o, char why[ERR_LEN]) {
     char err[ERR_LEN];
     model *m;
     if (!o->model) die("no model: give one with -m FILE.gguf (see quill --help)");
-    model_opts mo = {.ops = &cpu_backend, .n_threads = o->n_threads, .n_ctx = o->n_ctx};
+    model_opts mo = {.ops = pick_backend(o, why), .n_threads = o->n_threads, .n_ctx = o->n_ctx,
+                     .n_seqs = o->n_seqs, .kv_mem = o->kv_mem};
     if (model_load(&m, o->model, &mo, err)) die("%s", err);
     return m;
 }
 
+static void backend_notice(const options *o, const char *why) {
+    if (why[0] && !o->quiet) fprintf(stderr, "quill: %s\n", why);
+}
+
+static model *load_model(const options *o) {
+    char why[ERR_LEN];
+    model *m = load_model_on(o, why);
+    backend_notice(o, why);
+    return m;
+}
+
 static void load(const options *o, model **m, tokenizer **tok) {
-    char err[ERR_LEN];
-    *m = load_model(o);
+    char err[ERR_LEN], why[ERR_LEN];
+    *m = load_model_on(o, why);
     if (tok_load(tok, model_gguf(*m), err)) die("%s: %s", o->model, err);
     if (tok_n_vocab(*tok) != model_cfg(*m)->n_vocab)
         die("%s: the tokenizer has %d tokens but token_embd.weight has %d rows", o->model,
             tok_n_vocab(*tok), model_cfg(*m)->n_vocab);
+    backend_notice(o, why);
 }
 
 static int32_t *tokenize(const options *o, const tokenizer *tok, const char *text, size_t len, int *n) {
@@ -324,22 +404,27 @@ static int32_t *tokenize(const options *o, const tokenizer *tok, const char *tex
 
 static void print_stats(const options *o, const gen_stats *st, model *m) {
     double ttft = st->t_prefill * 1e3, tpot = st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0;
-    double pre_tps = st->t_prefill > 0 ? st->n_prompt / st->t_prefill : 0, dec_tps = tpot > 0 ? 1e3 / tpot : 0;
+    double pre_tps = st->t_prefill > 0 ? (st->n_prompt - st->n_cached) / st->t_prefill : 0;
+    double dec_tps = tpot > 0 ? 1e3 / tpot : 0;
+    char cached[32] = "", spec_line[256] = "", spec_json[512] = "";
+    if (o->prompt_cache) snprintf(cached, sizeof cached, " (%d cached)", st->n_cached);
+    if (st->spec) spec_stats_format(st->spec, spec_line, sizeof spec_line, spec_json, sizeof spec_json);
     if (!o->quiet)
         fprintf(stderr,
-                "\nquill: prompt %d tok, TTFT %.1f ms (%.1f tok/s) | generated %d tok, TPOT %.2f ms "
-                "(%.1f tok/s) | %s | %s | seed %" PRIu64 "\n",
-                st->n_prompt, ttft, pre_tps, st->n_gen, tpot, dec_tps, st->finish,
+                "\nquill: prompt %d tok%s, TTFT %.1f ms (%.1f tok/s) | generated %d tok, TPOT %.2f ms "
+                "(%.1f tok/s)%s | %s | %s | seed %" PRIu64 "\n",
+                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, st->finish,
                 model_backend_desc(m), o->sp.seed);
     if (!o->stats_json) return;
     FILE *f = fopen(o->stats_json, "w");
     if (!f) die("cannot write '%s': %s", o->stats_json, strerror(errno));
     fprintf(f,
-            "{\"prompt_tokens\": %d, \"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
+            "{\"prompt_tokens\": %d, \"cached_tokens\": %d, \"cache_write_ms\": %.3f, "
+            "\"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
             "\"generated_tokens\": %d, \"tpot_ms\": %.3f, \"decode_tok_s\": %.3f, "
-            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "}\n",
-            st->n_prompt, ttft, pre_tps, st->n_gen, tpot, dec_tps, st->finish,
-            model_backend_desc(m), o->sp.seed);
+            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s}\n",
+            st->n_prompt, st->n_cached, st->t_cache_write * 1e3, ttft, pre_tps, st->n_gen, tpot, dec_tps,
+            st->finish, model_backend_desc(m), o->sp.seed, spec_json);
     if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
 }
 
@@ -352,9 +437,36 @@ static int emit_token(emitter *e, utf8_stream *us, const tokenizer *tok, int32_t
     return emit(e, out, k);
 }
 
-// The decode loop: token `next` was sampled from the prompt's logits.
+// Uniform in [0, 1) for draw `step` of a seeded run (splitmix64 of seed and
+// step): the backend sampler's draws, reproducible for a seed.
+static double draw_uniform(uint64_t seed, uint64_t step) {
+    uint64_t z = seed + (step + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+// Runs ids through the model and picks the next token: on the backend when it
+// samples and the settings need no history (only the id comes back), else on
+// the host from the logits.
+static int32_t forward_sample(const options *o, model *m, sampler *smp, const int32_t *ids, int n, float *logits,
+                              uint64_t step) {
+    char err[ERR_LEN];
+    int32_t id;
+    if (o->sp.repeat_penalty == 1.0f || o->sp.repeat_last_n == 0) {
+        const sample_cfg sc = {o->sp.temp, o->sp.top_k, o->sp.top_p, o->sp.min_p};
+        const int r = model_forward_sample(m, ids, n, &sc, draw_uniform(o->sp.seed, step), &id, logits, err);
+        if (r < 0) die("%s", err);
+        return r == 1 ? id : sampler_sample(smp, logits);
+    }
+    if (model_forward(m, ids, n, 0, logits, err)) die("%s", err);
+    return sampler_sample(smp, logits);
+}
+
+// The decode loop: token `next` was sampled from the prompt's logits. With
+// sd, the later tokens come from the speculative decoder instead.
 static void decode_loop(const options *o, model *m, const tokenizer *tok, sampler *smp, float *logits,
-                        int32_t prev, int32_t next, gen_stats *st) {
+                        int32_t prev, int32_t next, gen_stats *st, spec *sd) {
     char err[ERR_LEN];
     emitter e = {.o = o};
     utf8_stream us = {0};
@@ -366,15 +478,18 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (emit_token(&e, &us, tok, prev, next)) { st->finish = "stop"; us.n_pending = 0; break; }
         if (e.closed) break;
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
-        if (model_len(m) >= model_ctx(m)) {
+        if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
             st->finish = "context";
             if (!o->quiet) fprintf(stderr, "\nquill: context full (%d tokens); stopping\n", model_ctx(m));
             break;
         }
         double t = now_sec();
-        if (model_forward(m, &next, 1, 0, logits, err)) die("%s", err);
         prev = next;
-        next = sampler_sample(smp, logits);
+        if (sd) {
+            if (spec_next(sd, o->n_predict < 0 ? 0 : o->n_predict - st->n_gen, &next, err)) die("%s", err);
+        } else {
+            next = forward_sample(o, m, smp, &next, 1, logits, (uint64_t)st->n_gen);
+        }
         st->t_decode += now_sec() - t;
         st->decode_steps++;
     }
@@ -383,12 +498,50 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
     if (!emit(&e, tail, k)) emit_finish(&e); else free(e.buf);
 }
 
+// --prompt-cache: restores the prompt's cached prefix (see pcache_prompt_restore);
+// an unusable file costs one warning line and a cold run, never a different output.
+static int prompt_cache_restore(const options *o, model *m, const int32_t *ids, int n, int *save) {
+    char warn[ERR_LEN];
+    int k = pcache_prompt_restore(o->prompt_cache, m, o->model, ids, n, save, warn);
+    if (warn[0] && !o->quiet) fprintf(stderr, "quill: prompt cache %s: %s; ignoring it\n", o->prompt_cache, warn);
+    return k;
+}
+
+// Writes the KV of the n prompt positions to --prompt-cache; a failure is a
+// warning (the generation goes on). Returns the seconds it took.
+static double prompt_cache_save(const options *o, model *m, const int32_t *ids, int n) {
+    char err[ERR_LEN];
+    double t = now_sec();
+    if (pcache_save(o->prompt_cache, m, o->model, ids, n, err) && !o->quiet)
+        fprintf(stderr, "quill: prompt cache %s: not saved: %s\n", o->prompt_cache, err);
+    return now_sec() - t;
+}
+
+// --draft / --lookup: the speculative decoder (NULL when neither is given).
+// *draft is the draft model (or NULL), freed by the caller after the decoder.
+static spec *spec_start(const options *o, model *m, model **draft) {
+    char err[ERR_LEN];
+    spec *sd;
+    *draft = NULL;
+    if (!o->draft && !o->lookup) return NULL;
+    if (o->draft && o->lookup) die("--draft and --lookup are two ways of drafting: give one");
+    if (o->draft) {
+        char why[ERR_LEN];
+        model_opts mo = {.ops = pick_backend(o, why), .n_threads = o->n_threads, .n_ctx = model_ctx(m)};
+        if (model_load(draft, o->draft, &mo, err)) die("%s", err);
+    }
+    if (spec_new(&sd, m, *draft, &o->sp, &o->spec, err)) die("%s: %s", o->draft ? o->draft : "--lookup", err);
+    return sd;
+}
+
 static int cmd_generate(const options *o) {
     size_t plen;
     char *prompt = read_prompt(o, &plen);
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
+    model *draft;
+    spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
     gen_stats st = {0};
     double t0 = now_sec();
@@ -402,15 +555,22 @@ static int cmd_generate(const options *o) {
     if (!smp || !logits) die("out of memory");
     for (int i = 0; i < n; i++) sampler_accept(smp, ids[i]);
     st.n_prompt = n;
-    if (o->n_predict != 0) {
-        if (model_forward(m, ids, n, 0, logits, err)) die("%s", err);
-        int32_t next = sampler_sample(smp, logits);
+    if (o->n_predict != 0 || o->prompt_cache) {  // with -n 0, --prompt-cache still prefills and saves
+        int save = 0;
+        if (o->prompt_cache) st.n_cached = prompt_cache_restore(o, m, ids, n, &save);
+        int32_t next = forward_sample(o, m, smp, ids + st.n_cached, n - st.n_cached, logits, 0);
+        if (sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
         st.t_prefill = now_sec() - t0;
-        decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st);
+        if (save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
+        if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
+        else st.finish = "length";
     } else {
         st.finish = "length";
     }
+    st.spec = sd ? spec_get_stats(sd) : NULL;
     print_stats(o, &st, m);
+    spec_free(sd);
+    model_free(draft);
     free(logits);
     free(ids);
     free(prompt);
@@ -585,26 +745,41 @@ static int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < P; i++) r = r * 6364136223846793005ull + 1, ids[i] = (int32_t)((r >> 33) % c->n_vocab);
     char err[ERR_LEN];
     fprintf(stderr, "quill bench: %s on %s\n", o.model, model_backend_desc(m));
-    double bw = measure_read_bandwidth(o.n_threads);
-    // warm-up: fault the mmapped weights in and start the threads, untimed
-    if (model_forward(m, ids, P < 8 ? P : 8, 0, logits, err)) die("%s", err);
+    double bw, peak = 0;  // bytes/s the decode is measured against; GEMM FLOP/s (device only)
+    const int device = model_roofline(m, &bw, &peak, err);
+    if (device < 0) die("%s", err);
+    if (!device) bw = measure_read_bandwidth(o.n_threads);
+    // warm-up, untimed: CPU: fault the mmapped weights in and start the
+    // threads; device: the whole prefill (scratch, GEMM algorithms) and two
+    // decode steps (the second records the step's graph)
+    if (model_forward(m, ids, device ? P : P < 8 ? P : 8, 0, logits, err)) die("%s", err);
+    for (int i = 0; device && i < 2; i++)
+        if (model_forward(m, &ids[i], 1, 0, logits, err)) die("%s", err);
     model_rewind(m, 0);
     double t = now_sec();
     if (model_forward(m, ids, P, 0, logits, err)) die("%s", err);
     double t_pre = now_sec() - t;
     t = now_sec();
+    const sample_cfg greedy = {0};  // a decode step as generation runs it: only the id comes back
     for (int i = 0; i < N; i++) {
-        int32_t id = ids[i % P];
-        if (model_forward(m, &id, 1, 0, logits, err)) die("%s", err);
+        int32_t id = ids[i % P], next;
+        if (model_forward_sample(m, &id, 1, &greedy, 0.0, &next, logits, err) < 0) die("%s", err);
     }
     double t_dec = now_sec() - t;
     // bytes one decode step reads: the weights, plus K and V of every earlier position
     double kv_pos_bytes = 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * sizeof(uint16_t);
     double step_bytes = (double)model_weight_bytes(m) + kv_pos_bytes * (P + N / 2.0);
     double pre_flops = layer_flops(c) * P + 2.0 * c->dim * c->n_vocab;
-    printf("memory read bandwidth (measured): %.1f GB/s\n", bw / 1e9);
-    printf("prefill %d tokens: %.1f tok/s (%.1f ms), %.1f GFLOP/s\n", P, P / t_pre, t_pre * 1e3,
-           pre_flops / t_pre / 1e9);
+    if (device) {
+        printf("device memory bandwidth (measured, device-to-device copy): %.1f GB/s\n", bw / 1e9);
+        printf("bf16 GEMM peak (measured, cuBLAS): %.1f TFLOP/s\n", peak / 1e12);
+        printf("prefill %d tokens: %.1f tok/s (%.1f ms), %.2f TFLOP/s = %.0f%% of measured GEMM peak\n", P,
+               P / t_pre, t_pre * 1e3, pre_flops / t_pre / 1e12, 100.0 * pre_flops / t_pre / peak);
+    } else {
+        printf("memory read bandwidth (measured): %.1f GB/s\n", bw / 1e9);
+        printf("prefill %d tokens: %.1f tok/s (%.1f ms), %.1f GFLOP/s\n", P, P / t_pre, t_pre * 1e3,
+               pre_flops / t_pre / 1e9);
+    }
     printf("decode %d tokens: %.1f tok/s = %.2f ms/token, %.1f MB/token, %.1f GB/s = %.0f%% of measured "
            "bandwidth\n", N, N / t_dec, t_dec * 1e3 / N, step_bytes / 1e6, step_bytes * N / t_dec / 1e9,
            100.0 * step_bytes * N / t_dec / bw);
@@ -646,15 +821,135 @@ static int cmd_tokenize(int argc, char **argv) {
     return 0;
 }
 
+// ---- chat ---------------------------------------------------------------------
+
+static int cmd_chat(const options *o) {
+    if (o->prompt || o->file) die("a chat takes its messages from stdin; drop the prompt (or -f) or -i");
+    model *m;
+    tokenizer *tok;
+    load(o, &m, &tok);
+    chat_opts co = {.model_path = o->model, .template_name = o->chat_template, .system = o->system,
+                    .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
+                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp};
+    char err[ERR_LEN];
+    if (chat_run(m, tok, &co, err)) die("%s", err);
+    tok_free(tok);
+    model_free(m);
+    return 0;
+}
+
+// ---- batch ------------------------------------------------------------------
+
+// A byte count: 1048576, 512K, 300M, 2G (powers of 1024).
+static size_t parse_size(const char *opt, const char *v) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    const char *units = "KMGT";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    double scale = u ? (double)(1ull << (10 * (u - units + 1))) : 1;
+    if (errno || end == v || (*end && (!u || end[1])) || !(x > 0) || x * scale > 1e15)
+        die("option %s: expected a size such as 512M or 2G, got '%s'", opt, v);
+    return (size_t)(x * scale);
+}
+
+static FILE *open_or_std(const char *path, const char *mode, FILE *std) {
+    if (!strcmp(path, "-")) return std;
+    FILE *f = fopen(path, mode);
+    if (!f) die("cannot open '%s': %s", path, strerror(errno));
+    return f;
+}
+
+static void print_batch_stats(const options *o, const batch_summary *s, model *m) {
+    const double tps = s->wall > 0 ? s->gen_tokens / s->wall : 0;
+    const double ttft = s->n_records ? s->sum_ttft * 1e3 / (s->n_records - s->n_errors > 0 ? s->n_records - s->n_errors : 1) : 0;
+    const double tpot = s->n_tpot ? s->sum_tpot * 1e3 / s->n_tpot : 0;
+    if (!o->quiet)
+        fprintf(stderr,
+                "quill batch: %d sequences (%d errors) | prompt %ld tok (%ld computed, %ld shared) | "
+                "generated %ld tok in %.2f s = %.1f tok/s | mean TTFT %.1f ms, TPOT %.2f ms | %s\n",
+                s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
+                s->wall, tps, ttft, tpot, model_backend_desc(m));
+    if (!o->stats_json) return;
+    FILE *f = fopen(o->stats_json, "w");
+    if (!f) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    fprintf(f,
+            "{\"sequences\": %d, \"errors\": %d, \"prompt_tokens\": %ld, \"prefill_tokens\": %ld, "
+            "\"shared_prefix_tokens\": %ld, \"generated_tokens\": %ld, \"steps\": %ld, \"wall_s\": %.3f, "
+            "\"tok_s\": %.3f, \"mean_ttft_ms\": %.3f, \"mean_tpot_ms\": %.3f, \"backend\": \"%s\"}\n",
+            s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
+            s->steps, s->wall, tps, ttft, tpot, model_backend_desc(m));
+    if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+}
+
+// quill batch: batch's own options first; the rest are generation options.
+static int cmd_batch(int argc, char **argv) {
+    batch_opts bo = {.parallel = 4, .chunk = 256};
+    const char *in_path = "-", *out_path = "-";
+    size_t kv_mem = 0;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int n_rest = 0;
+    if (!rest) die("out of memory");
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+#define BARG() (i + 1 < argc ? argv[++i] : (die("option %s needs a value", a), ""))
+        if (!strcmp(a, "-i") || !strcmp(a, "--input")) in_path = BARG();
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out_path = BARG();
+        else if (!strcmp(a, "--lines")) bo.lines = 1;
+        else if (!strcmp(a, "--unordered")) bo.unordered = 1;
+        else if (!strcmp(a, "--parallel")) bo.parallel = (int)parse_int(a, BARG(), 1, 1024);
+        else if (!strcmp(a, "--chunk")) {
+            bo.chunk = (int)parse_int(a, BARG(), PREFILL_TILE, 1 << 16);
+            if (bo.chunk % PREFILL_TILE) die("option --chunk: %d is not a multiple of %d", bo.chunk, PREFILL_TILE);
+        } else if (!strcmp(a, "--kv-mem")) kv_mem = parse_size(a, BARG());
+        else rest[n_rest++] = argv[i];
+#undef BARG
+    }
+    options o;
+    parse_options(&o, n_rest, rest, 0);
+    free(rest);
+    if (o.prompt) die("quill batch reads prompts from -i FILE or stdin, not the arguments ('%s')", o.prompt);
+    if (o.draft || o.lookup || o.prompt_cache || o.file || o.echo)
+        die("batch mode does not take %s", o.draft ? "--draft" : o.lookup ? "--lookup" : o.prompt_cache ?
+            "--prompt-cache" : o.file ? "-f (use -i FILE)" : "--echo");
+    bo.sp = o.sp;
+    bo.n_predict = o.n_predict;
+    bo.stops = o.stops;
+    bo.n_stops = o.n_stops;
+    bo.no_bos = o.no_bos;
+    bo.special = o.special;
+    bo.progress = !o.quiet && isatty(STDERR_FILENO);
+    o.n_seqs = batch_model_seqs(&bo);
+    o.kv_mem = kv_mem;
+    FILE *in = open_or_std(in_path, "r", stdin), *out = open_or_std(out_path, "w", stdout);
+    model *m;
+    tokenizer *tok;
+    load(&o, &m, &tok);
+    batch_summary sum;
+    char err[ERR_LEN];
+    int rc = batch_run(m, tok, &bo, in, out, &sum, err);
+    print_batch_stats(&o, &sum, m);
+    if (rc) die("%s", err);
+    if (out != stdout && fclose(out)) die("cannot write '%s': %s", out_path, strerror(errno));
+    if (in != stdin) fclose(in);
+    tok_free(tok);
+    model_free(m);
+    if (sum.n_errors) die("%d of %d input records failed (see their \"error\" fields)", sum.n_errors, sum.n_records);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);  // a closed stdout shows up as a write error: end quietly
     if (argc >= 2 && !strcmp(argv[1], "info")) return cmd_info(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "ppl")) return cmd_ppl(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "bench")) return cmd_bench(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "tokenize")) return cmd_tokenize(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "batch")) return cmd_batch(argc, argv);
     options o;
     parse_options(&o, argc, argv, 1);
-    int rc = cmd_generate(&o);
+    int chat = o.interactive || (!o.prompt && !o.file && isatty(STDIN_FILENO));
+    if (chat && (o.draft || o.lookup)) die("--draft and --lookup work in one-shot generation, not yet in chat");
+    int rc = chat ? cmd_chat(&o) : cmd_generate(&o);
     free((char *)o.prompt);
     return rc;
 }

@@ -18,6 +18,7 @@
 #define DEFAULT_CTX 4096  // used when the model's own context is larger (KV memory)
 #define MAX_BATCH 512     // prompt tokens per forward chunk: bounds activation memory
 #define OUT_CHUNK 32      // tokens per output-projection chunk: bounds the logits buffer
+#define GRAPH_MAX_N 8     // passes of up to this many tokens are recorded as backend graphs
 
 struct model {
     gguf_file gguf;          // the mmapped file; weights point into it
@@ -49,6 +50,8 @@ struct model {
     int32_t *h_tables;                          // [tables_rows, kv.max_blocks]
     int32_t *row_of;  // [kv.max_seqs] scratch: a sequence's row in h_tables, or -1
     int32_t *added;   // [kv.max_seqs] scratch: tokens a call adds to each sequence
+    // per graph key (see pass_key): 0 never run, 1 run once, 2 recorded, -1 not recordable
+    signed char graph_state[BACKEND_GRAPHS];
 };
 
 static const char *ARCH_NAMES[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3"};
@@ -382,15 +385,72 @@ static void forward_pass(model *m, int keep) {
     }
 }
 
-// Logits of the pass's rows first..n-1 that t asks for, in order, into host
-// memory at logits; returns the position after the last one written.
+// Logits of the pass's rows i .. i+k-1 (k <= OUT_CHUNK) into m->logits.
+static void logits_rows(model *m, int i, int k) {
+    const model_config *c = &m->cfg;
+    m->ops->rmsnorm(m->be, m->xb, m->x + (size_t)i * c->dim, &m->output_norm, k, c->dim, c->rms_eps);
+    m->ops->matmul(m->be, m->logits, &m->output, m->xb, k, clamp0(m->fb.n_prompt - i, k));
+}
+
+// The pass's layers and the logits of its first OUT_CHUNK output rows: the
+// unit a decode step records as a backend graph.
+static void compute_pass(model *m, int first_out) {
+    const int n = m->fb.n;
+    forward_pass(m, first_out);
+    if (first_out < n) logits_rows(m, first_out, n - first_out < OUT_CHUNK ? n - first_out : OUT_CHUNK);
+}
+
+// The graph key of a decode-shaped pass (every token wants logits, none or
+// all of them a prompt's), or -1: the ops such a pass runs depend only on
+// its token count and whether they are a prompt's.
+static int pass_key(const model *m, int first_out) {
+    const int n = m->fb.n, np = m->fb.n_prompt;
+    if (!m->ops->graph_begin || n > GRAPH_MAX_N || first_out != 0 || (np != 0 && np != n)) return -1;
+    const int key = (n - 1) + (np ? GRAPH_MAX_N : 0);
+    return key < BACKEND_GRAPHS ? key : -1;
+}
+
+// compute_pass, through a backend graph where the backend records them: a
+// shape runs directly the first time (the backend sizes its scratch), is
+// recorded the second time and replayed from then on. A shape that cannot be
+// recorded runs directly; a replay that fails (the backend dropped a stale
+// graph) runs directly and records again next time.
+static void run_pass(model *m, int first_out) {
+    const backend_ops *o = m->ops;
+    const int key = pass_key(m, first_out);
+    char e[ERR_LEN];
+    if (key < 0 || m->graph_state[key] < 0) {
+        compute_pass(m, first_out);
+    } else if (m->graph_state[key] == 2) {
+        if (o->graph_replay(m->be, key, e) == 0) return;
+        m->graph_state[key] = 1;
+        compute_pass(m, first_out);
+    } else if (m->graph_state[key] == 1) {
+        if (o->graph_begin(m->be, key, e) == 0) {
+            compute_pass(m, first_out);  // recorded, not run
+            if (o->graph_end(m->be, key, e) == 0 && o->graph_replay(m->be, key, e) == 0) {
+                m->graph_state[key] = 2;
+                return;
+            }
+        }
+        m->graph_state[key] = -1;
+        compute_pass(m, first_out);
+    } else {
+        compute_pass(m, first_out);
+        m->graph_state[key] = 1;
+    }
+}
+
+// Copies the logits of the pass's rows first..n-1 that t asks for, in order,
+// into host memory at logits (run_pass computed the first chunk); returns the
+// position after the last one written. logits NULL: the rows stay in
+// m->logits (one chunk at most).
 static float *output_logits(model *m, const model_tok *t, int first, float *logits) {
     const model_config *c = &m->cfg;
     const int n = m->fb.n;
-    for (int i = first; i < n; i += OUT_CHUNK) {
+    for (int i = first; i < n && logits; i += OUT_CHUNK) {
         const int k = n - i < OUT_CHUNK ? n - i : OUT_CHUNK;
-        m->ops->rmsnorm(m->be, m->xb, m->x + (size_t)i * c->dim, &m->output_norm, k, c->dim, c->rms_eps);
-        m->ops->matmul(m->be, m->logits, &m->output, m->xb, k, clamp0(m->fb.n_prompt - i, k));
+        if (i > first) logits_rows(m, i, k);
         for (int r = 0; r < k; r++)
             if (t[i + r].logits) {
                 m->ops->to_host(m->be, logits, m->logits + (size_t)r * c->n_vocab, sizeof(float) * c->n_vocab);
@@ -454,6 +514,8 @@ static int reserve(model *m, const model_tok *t, int n, char *err) {
     return failed ? -1 : 0;
 }
 
+// logits NULL (model_forward_sample): the last pass's first output rows stay in
+// m->logits, on the backend.
 int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float *logits, char *err) {
     if (n <= 0) return errf(err, "nothing to evaluate (0 tokens)");
     if (n_prompt < 0 || n_prompt > n) return errf(err, "%d prompt tokens in a pass of %d", n_prompt, n);
@@ -468,11 +530,12 @@ int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float
     for (int done = 0; done < n;) {
         const int nb = n - done < m->n_batch ? n - done : m->n_batch;
         const int first_out = stage_pass(m, t + done, nb, clamp0(n_prompt - done, nb));
-        forward_pass(m, first_out);
+        run_pass(m, first_out);
         logits = output_logits(m, t + done, first_out, logits);
         done += nb;
     }
-    return 0;
+    // ops that return nothing record their failures; to_host has waited for them
+    return m->ops->status && m->ops->status(m->be, err) ? -1 : 0;
 }
 
 int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err) {
@@ -483,6 +546,21 @@ int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *lo
     int r = model_forward_batch(m, t, n, n, logits, err);
     free(t);
     return r;
+}
+
+int model_forward_sample(model *m, const int32_t *ids, int n, const sample_cfg *sc, double u, int32_t *id,
+                         float *logits, char *err) {
+    if (!m->ops->sample) return model_forward(m, ids, n, 0, logits, err) ? -1 : 0;
+    if (model_forward(m, ids, n, 0, NULL, err)) return -1;
+    *id = m->ops->sample(m->be, m->logits, m->cfg.n_vocab, sc, u);
+    if (*id < 0 || *id >= m->cfg.n_vocab)
+        return m->ops->status && m->ops->status(m->be, err) ? -1 : errf(err, "the backend sampled id %d", *id);
+    return 1;
+}
+
+int model_roofline(model *m, double *mem_bw, double *gemm_flops, char *err) {
+    if (!m->ops->roofline) return 0;
+    return m->ops->roofline(m->be, mem_bw, gemm_flops, err) ? -1 : 1;
 }
 
 // ---- sequences --------------------------------------------------------------

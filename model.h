@@ -55,6 +55,18 @@ size_t model_weight_bytes(const model *m);
 // the context.
 int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err);
 
+// model_forward for n tokens of sequence 0, then the next token picked on the
+// backend from the last token's logits, which stay there (see backend.h's
+// `sample`: no repetition penalty; u uniform in [0, 1)). Returns 1 with *id;
+// 0 when the backend cannot sample: then the logits are in `logits` (host,
+// [n_vocab]) for the host sampler; -1 with err on failure.
+int model_forward_sample(model *m, const int32_t *ids, int n, const sample_cfg *sc, double u, int32_t *id,
+                         float *logits, char *err);
+
+// The backend's measured limits (backend.h's roofline): 1 with them, 0 when
+// the backend measures none (the CPU), -1 with err on failure.
+int model_roofline(model *m, double *mem_bw, double *gemm_flops, char *err);
+
 // Sequence 0, which model_forward extends.
 int model_len(const model *m);   // positions in the KV cache: the next token goes here
 int model_ctx(const model *m);   // capacity of a sequence in positions

@@ -265,6 +265,7 @@ struct sampler {
     int n_vocab;
     sample_cand *cand;     // [n_vocab] working set, refilled per token
     sample_penalties pen;  // ring of recent tokens
+    int32_t *ring_save;    // [pen.cap] pen.ring while sampler_probs adds its extra tokens
     uint64_t rng[4];       // xoshiro256** state
 };
 
@@ -276,7 +277,8 @@ sampler *sampler_new(const sampler_params *p, int n_vocab) {
     s->n_vocab = n_vocab;
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     int pen_ok = sample_penalties_init(&s->pen, p->repeat_penalty, p->repeat_last_n, n_vocab);
-    if (!s->cand || pen_ok != 0) {
+    if (pen_ok == 0 && s->pen.cap > 0) s->ring_save = malloc((size_t)s->pen.cap * sizeof *s->ring_save);
+    if (!s->cand || pen_ok != 0 || (s->pen.cap > 0 && !s->ring_save)) {
         sampler_free(s);
         return NULL;
     }
@@ -288,24 +290,57 @@ sampler *sampler_new(const sampler_params *p, int n_vocab) {
 void sampler_free(sampler *s) {
     if (!s) return;
     free(s->cand);
+    free(s->ring_save);
     sample_penalties_free(&s->pen);
     free(s);
 }
 
 void sampler_accept(sampler *s, int32_t id) { sample_penalties_accept(&s->pen, id); }
 
-int32_t sampler_sample(sampler *s, float *logits) {
+static int is_greedy(const sampler_params *p) { return !(p->temp > 0.0f); }
+
+// The chain up to the draw: leaves the candidates that may be drawn in
+// s->cand[0..n) and returns n. Greedy leaves the argmax alone, with p = 1;
+// otherwise p is the softmax at the temperature over the survivors.
+static int sampler_chain(sampler *s, const float *logits) {
     const sampler_params *p = &s->params;
     sample_cand *c = s->cand;
     int n = s->n_vocab;
     for (int i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0.0f};
     sample_penalties_apply(&s->pen, c, n);
     // Greedy skips the filters: none of them can remove the argmax.
-    if (!(p->temp > 0.0f)) return sample_argmax(c, n);
+    if (is_greedy(p)) {
+        c[0] = c[sample_argmax(c, n)];  // c is in id order, so the id is the index
+        c[0].p = 1.0f;
+        return 1;
+    }
     n = sample_top_k(c, n, p->top_k);
     n = sample_top_p(c, n, p->top_p);
     n = sample_min_p(c, n, p->min_p);
     sample_temp(c, n, p->temp);
     sample_softmax(c, n);
-    return sample_draw(c, n, rng_uniform(s->rng));
+    return n;
 }
+
+int32_t sampler_sample(sampler *s, float *logits) {
+    int n = sampler_chain(s, logits);
+    if (is_greedy(&s->params)) return s->cand[0].id;
+    return sample_draw(s->cand, n, rng_uniform(s->rng));
+}
+
+void sampler_probs(sampler *s, const float *logits, const int32_t *extra, int n_extra, float *probs) {
+    sample_penalties *pen = &s->pen;
+    const int len = pen->len, head = pen->head;
+    if (pen->cap > 0 && n_extra > 0) memcpy(s->ring_save, pen->ring, (size_t)pen->cap * sizeof *pen->ring);
+    for (int i = 0; i < n_extra; i++) sample_penalties_accept(pen, extra[i]);
+    int n = sampler_chain(s, logits);
+    if (pen->cap > 0 && n_extra > 0) memcpy(pen->ring, s->ring_save, (size_t)pen->cap * sizeof *pen->ring);
+    pen->len = len;
+    pen->head = head;
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    for (int i = 0; i < n; i++) probs[s->cand[i].id] = s->cand[i].p;
+}
+
+double sampler_uniform(sampler *s) { return rng_uniform(s->rng); }
+
+int sampler_is_greedy(const sampler *s) { return is_greedy(&s->params); }

@@ -27,6 +27,19 @@ int32_t sampler_sample(sampler *s, float *logits);
 // Records a token in the penalty history (prompt tokens and generated ones).
 void sampler_accept(sampler *s, int32_t id);
 
+// ---- What speculative decoding needs (spec.c) ------------------------------
+// The distribution sampler_sample would draw from, over the whole vocabulary:
+// probs[n_vocab], 0 for every token the chain filters out, the survivors
+// summing to 1; greedy puts 1 on the argmax. The `extra` tokens count as
+// accepted after the recorded history (a drafted continuation not yet
+// committed); the sampler itself is left unchanged.
+void sampler_probs(sampler *s, const float *logits, const int32_t *extra, int n_extra, float *probs);
+// The next uniform in [0, 1) of the sampler's random stream (the stream
+// sampler_sample draws from).
+double sampler_uniform(sampler *s);
+// 1 when the chain is greedy (temp <= 0).
+int sampler_is_greedy(const sampler *s);
+
 // ---- The stages, exposed so each can be tested on its own. ----------------
 // Each works on a candidates array c[0..n) and returns the new count where it
 // filters; survivors are moved to the front, in no promised order. The order

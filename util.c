@@ -20,3 +20,21 @@ double now_sec(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+long utf8_invalid_at(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (!len || i + len > n) return (long)i;
+        uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+        for (int k = 1; k < len; k++) {
+            if ((u[i + k] & 0xc0) != 0x80) return (long)i;
+            cp = cp << 6 | (u[i + k] & 0x3f);
+        }
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return (long)i;
+        i += len;
+    }
+    return -1;
+}

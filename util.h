@@ -19,6 +19,11 @@ int errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
 static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out) ? -1 : 0; }
 
+// Index of the first byte of s[0..n) that is not part of a valid UTF-8
+// sequence (overlong forms, surrogates and code points past U+10FFFF are
+// invalid), or -1 when all of it is valid.
+long utf8_invalid_at(const char *s, size_t n);
+
 // Monotonic wall clock in seconds.
 double now_sec(void);
 

@@ -1,6 +1,6 @@
 """Checks quill against the outputs of independent implementations in ../shared/golden.
 
-usage: golden.py QUILL SHARED {continuations|bos200|ppl}
+usage: golden.py QUILL SHARED {continuations|bos200|ppl}   (QUILL_ARGS: extra quill options)
 Prints one line per case and exits non-zero if any case fails.
 """
 import json
@@ -10,8 +10,12 @@ import subprocess
 import sys
 
 
+# QUILL_ARGS: extra options for every quill run (make test-cuda passes --gpu).
+EXTRA_ARGS = os.environ.get("QUILL_ARGS", "").split()
+
+
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True)
+    p = subprocess.run(cmd + EXTRA_ARGS, capture_output=True)
     if p.returncode != 0:
         raise RuntimeError("exit %d: %s" % (p.returncode, p.stderr.decode(errors="replace").strip()[-400:]))
     return p.stdout.decode("utf-8")

@@ -1,0 +1,644 @@
+// chat.c — see chat.h.
+//
+// The conversation is a list of messages; the KV cache holds the tokens of
+// the conversation as last rendered plus the answer generated since, mirrored
+// token by token in chat.kv_ids. A turn renders all messages again (the new
+// user message and the generation prompt included) and compares the tokens
+// with kv_ids: the common prefix stays, the rest is rewound and prefilled.
+// Rendering again rather than appending keeps every template's rules (system
+// prompts folded into the first turn, trimming, a re-tokenized answer whose
+// tokens differ from the ones sampled) without special cases: where the text
+// differs, the prefix simply ends there.
+#include "chat.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lineread.h"
+#include "pcache.h"
+#include "template.h"
+#include "util.h"
+
+#define PREFILL_CHUNK 256  // tokens per forward pass while prefilling: Ctrl-C is seen between chunks
+#define MAX_STOPS 20       // the template's stop string and --stop's (at most 16)
+
+// The one piece of global state: the SIGINT handler can reach nothing else.
+// The chat reads it through chat.interrupted.
+static volatile sig_atomic_t chat_sigint;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    chat_sigint = 1;
+}
+
+typedef struct {
+    int n_prompt;         // tokens prefilled this turn
+    int n_reused;         // tokens kept from the KV cache
+    int n_gen;            // tokens generated
+    int decode_steps;     // forward passes after the first token
+    double t_prefill;     // seconds from the user's message to the first token (TTFT)
+    double t_decode;      // seconds in the later steps
+    const char *finish;   // eos, length, stop, context, interrupted
+} turn_stats;
+
+// The answer being streamed: all its text (it becomes the assistant message)
+// and how much of it is on stdout. Bytes that may begin a stop string are
+// held back until the next token settles it.
+typedef struct {
+    const char *const *stops;  // NULL-terminated
+    char *text;                // the answer so far (no NUL kept)
+    size_t len, cap;
+    size_t written;            // text[0..written) is on stdout
+    utf8_stream us;            // a UTF-8 character split across tokens
+    int closed;                // stdout went away: end the chat quietly
+} answer;
+
+typedef struct {
+    model *m;
+    const tokenizer *tok;
+    const chat_opts *o;
+    chat_template tpl;
+    sampler *smp;
+    float *logits;            // [n_vocab]
+    char *piece;              // [piece_cap] one decoded token
+    int piece_cap;
+    const char *stops[MAX_STOPS + 1];
+    chat_msg *msgs;           // the conversation; contents owned
+    int n_msgs, cap_msgs;
+    int32_t *kv_ids;          // [model_ctx] the token at each cached position
+    lineread *lr;
+    volatile sig_atomic_t *interrupted;  // &chat_sigint
+    // session totals, for /stats
+    int turns;
+    long n_prefilled, n_reused, n_generated;
+    double t_prefill, t_decode;
+} chat;
+
+static void vsay(const char *fmt, va_list ap) {
+    fputs("quill: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+static void note(const chat *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// A notice on stderr ("quill: ..."), unless -q.
+static void note(const chat *c, const char *fmt, ...) {
+    if (c->o->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+}
+
+static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// What the user has to act on (a failed command, a full context): shown even with -q.
+static void complain(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+}
+
+// ---- the conversation ---------------------------------------------------------
+
+static int msg_push(chat *c, const char *role, const char *content, size_t len) {
+    if (c->n_msgs == c->cap_msgs) {
+        int cap = c->cap_msgs ? 2 * c->cap_msgs : 16;
+        chat_msg *p = realloc(c->msgs, sizeof *p * (size_t)cap);
+        if (!p) return -1;
+        c->msgs = p, c->cap_msgs = cap;
+    }
+    char *s = strndup(content, len);
+    if (!s) return -1;
+    c->msgs[c->n_msgs++] = (chat_msg){role, s};
+    return 0;
+}
+
+// Removes msgs[i..i+n).
+static void msg_remove(chat *c, int i, int n) {
+    if (n <= 0) return;
+    for (int k = i; k < i + n; k++) free((char *)c->msgs[k].content);
+    memmove(c->msgs + i, c->msgs + i + n, sizeof *c->msgs * (size_t)(c->n_msgs - i - n));
+    c->n_msgs -= n;
+}
+
+static int has_system(const chat *c) { return c->n_msgs && !strcmp(c->msgs[0].role, "system"); }
+
+// Drops the oldest exchange (a user message and the answers up to the next
+// user message), never the system message or the last user message.
+// Returns 0 when there was none to drop.
+static int drop_oldest(chat *c) {
+    int first = has_system(c), next = first + 1;
+    while (next < c->n_msgs && strcmp(c->msgs[next].role, "user")) next++;
+    if (next >= c->n_msgs) return 0;  // msgs[first] is the current user message
+    msg_remove(c, first, next - first);
+    return 1;
+}
+
+// Replaces the system message (text NULL or "": removes it).
+static int set_system(chat *c, const char *text) {
+    if (has_system(c)) msg_remove(c, 0, 1);
+    if (!text || !*text) return 0;
+    if (msg_push(c, "system", text, strlen(text))) return -1;
+    chat_msg sys = c->msgs[c->n_msgs - 1];
+    memmove(c->msgs + 1, c->msgs, sizeof *c->msgs * (size_t)(c->n_msgs - 1));
+    c->msgs[0] = sys;
+    return 0;
+}
+
+// The conversation's tokens: all messages rendered with the generation
+// prompt, then `partial` (an answer cut short by a context shift). *ids malloc'd.
+static int conv_tokens(chat *c, const char *partial, size_t partial_len, int32_t **ids, int *n, char *err) {
+    size_t len;
+    char *text = tpl_render(&c->tpl, c->msgs, c->n_msgs, 1, &len);
+    if (!text) return errf(err, "out of memory");
+    if (partial_len) {
+        char *p = realloc(text, len + partial_len + 1);
+        if (!p) return free(text), errf(err, "out of memory");
+        memcpy(p + len, partial, partial_len);
+        p[len += partial_len] = 0;
+        text = p;
+    }
+    // parse_special: the template's markers (<|im_start|>, <s>) are single tokens;
+    // BOS is added unless the template wrote it
+    const char *bos = c->tpl.bos;
+    int add_bos = tok_add_bos(c->tok) && !(*bos && !strncmp(text, bos, strlen(bos)));
+    int rc = tok_encode(c->tok, text, len, add_bos, 1, ids, n, err);
+    free(text);
+    return rc;
+}
+
+// ---- the KV cache -------------------------------------------------------------
+
+// Makes the cache hold ids[0..n): keeps the prefix it shares with kv_ids and
+// prefills the rest in chunks; the logits after ids[n-1] end in c->logits.
+// Returns 1 when Ctrl-C stopped the prefill (the cache then holds a prefix).
+static int sync_kv(chat *c, const int32_t *ids, int n, turn_stats *st, char *err) {
+    int have = model_len(c->m), k = 0;
+    if (n <= 0) return errf(err, "the conversation rendered to no tokens");
+    while (k < have && k < n && c->kv_ids[k] == ids[k]) k++;
+    if (k == n) k--;  // everything is cached: the last token runs again for its logits
+    model_rewind(c->m, k);
+    st->n_reused = k;
+    st->n_prompt = n - k;
+    for (int i = k; i < n; i++) sampler_accept(c->smp, ids[i]);
+    while (k < n) {
+        if (*c->interrupted) return 1;
+        int b = n - k < PREFILL_CHUNK ? n - k : PREFILL_CHUNK;
+        if (model_forward(c->m, ids + k, b, 0, c->logits, err)) return -1;
+        memcpy(c->kv_ids + k, ids + k, sizeof *ids * (size_t)b);
+        k += b;
+    }
+    return 0;
+}
+
+// Tokens an answer should have room for when the turn starts; fewer are
+// accepted (the answer then meets the end of the context) rather than
+// dropping the whole conversation.
+static int answer_room(const chat *c) {
+    int ctx = model_ctx(c->m), want = c->o->n_predict > 0 ? c->o->n_predict : ctx / 4;
+    return want < ctx / 2 ? want : ctx / 2;
+}
+
+// Tokenizes the conversation (+ partial answer), dropping the oldest
+// exchanges under --context-full shift until the prompt leaves room to
+// answer (counted in *dropped). Returns 1 when it cannot fit (the caller says
+// what to do).
+static int fit_context(chat *c, const char *partial, size_t plen, int32_t **ids, int *n, int *dropped,
+                       char *err) {
+    int ctx = model_ctx(c->m);
+    for (;;) {
+        if (conv_tokens(c, partial, plen, ids, n, err)) return -1;
+        if (*n + answer_room(c) <= ctx || (*n < ctx && !c->o->context_shift)) break;
+        if (!c->o->context_shift || !drop_oldest(c)) {
+            if (*n < ctx) break;  // no room to spare, but some
+            free(*ids);
+            return 1;
+        }
+        free(*ids);
+        ++*dropped;
+    }
+    return 0;
+}
+
+static void note_dropped(const chat *c, int dropped) {
+    if (dropped)
+        note(c, "context full (%d tokens): dropped the oldest %d exchange%s; re-reading the rest",
+             model_ctx(c->m), dropped, dropped > 1 ? "s" : "");
+}
+
+// ---- streaming the answer ------------------------------------------------------
+
+static void ans_write(answer *a, const char *s, size_t n) {
+    if (a->closed || !n) return;
+    if (fwrite(s, 1, n, stdout) != n || fflush(stdout)) a->closed = 1;
+}
+
+// Adds decoded bytes; writes what can no longer be part of a stop string.
+// Returns 1 when a stop string appeared: the text is cut before it.
+static int ans_push(answer *a, const char *s, size_t n) {
+    if (!n) return 0;
+    if (a->len + n > a->cap) {
+        size_t cap = (a->len + n) * 2 + 256;
+        char *p = realloc(a->text, cap);
+        if (!p) return a->closed = 1, 1;
+        a->text = p, a->cap = cap;
+    }
+    memcpy(a->text + a->len, s, n);
+    a->len += n;
+    size_t cut = a->len, hold = 0, fresh = a->len - a->written;
+    for (const char *const *st = a->stops; *st; st++) {
+        size_t sl = strlen(*st);
+        char *hit = memmem(a->text + a->written, fresh, *st, sl);
+        if (hit && (size_t)(hit - a->text) < cut) cut = (size_t)(hit - a->text);
+        for (size_t k = sl - 1 < fresh ? sl - 1 : fresh; k > hold; k--)  // longest tail that starts *st
+            if (!memcmp(a->text + a->len - k, *st, k)) { hold = k; break; }
+    }
+    if (cut < a->len) {
+        ans_write(a, a->text + a->written, cut - a->written);
+        a->len = a->written = cut;
+        return 1;
+    }
+    ans_write(a, a->text + a->written, a->len - hold - a->written);
+    a->written = a->len - hold;
+    return 0;
+}
+
+static int ans_token(chat *c, answer *a, int32_t prev, int32_t id) {
+    char out[8 + 4];
+    int n = tok_decode(c->tok, prev, id, c->piece, (size_t)c->piece_cap);
+    if (n < 0) n = 0;
+    // utf8_stream_push writes at most n + 4 bytes: push in slices of 8
+    for (int i = 0; i < n; i += 8) {
+        size_t k = utf8_stream_push(&a->us, c->piece + i, (size_t)(n - i < 8 ? n - i : 8), out);
+        if (ans_push(a, out, k)) return 1;
+    }
+    return 0;
+}
+
+// The end of the answer: a held partial character and held bytes go out, and
+// the answer ends with a newline on stdout so each answer is its own line(s).
+static void ans_finish(answer *a, int stopped) {
+    char tail[8];
+    size_t k = utf8_stream_flush(&a->us, tail);
+    if (!stopped && k) stopped = ans_push(a, tail, k);
+    if (!stopped) ans_write(a, a->text + a->written, a->len - a->written);
+    a->written = a->len;
+    ans_write(a, "\n", a->len && a->text[a->len - 1] == '\n' ? 0 : 1);
+}
+
+// ---- a turn --------------------------------------------------------------------
+
+// Under --context-full shift, when the answer reaches the end of the context:
+// drops the oldest exchanges and re-reads the conversation with the answer so
+// far. Returns 0 (logits ready for the next token), 1 when nothing can be
+// dropped, -1 on error.
+static int shift_mid_answer(chat *c, answer *a, turn_stats *st, char *err) {
+    int32_t *ids;
+    int n, dropped = 1;
+    if (!drop_oldest(c)) return 1;
+    // the answer's text, with a character still being completed written as its bytes
+    size_t plen = a->len;
+    char *text = malloc(a->len + sizeof a->us.pending);
+    if (!text) return errf(err, "out of memory");
+    if (a->len) memcpy(text, a->text, a->len);
+    memcpy(text + plen, a->us.pending, (size_t)a->us.n_pending);
+    plen += (size_t)a->us.n_pending;
+    int rc = fit_context(c, text, plen, &ids, &n, &dropped, err);
+    free(text);
+    note_dropped(c, dropped);
+    if (rc) return rc;
+    turn_stats re = {0};
+    double t = now_sec();
+    rc = sync_kv(c, ids, n, &re, err);
+    free(ids);
+    st->n_prompt += re.n_prompt;
+    st->t_decode += now_sec() - t;
+    return rc < 0 ? -1 : rc ? 1 : 0;
+}
+
+// Streams the answer from the first sampled token `next`. Returns the finish
+// reason, or NULL on error.
+static const char *generate(chat *c, answer *a, int32_t next, turn_stats *st, char *err) {
+    const chat_opts *o = c->o;
+    int32_t prev = model_len(c->m) ? c->kv_ids[model_len(c->m) - 1] : -1;
+    for (;;) {
+        if (*c->interrupted) return "interrupted";
+        if (tok_is_eog(c->tok, next)) return "eos";
+        if (o->n_predict == 0) return "length";
+        sampler_accept(c->smp, next);
+        st->n_gen++;
+        if (ans_token(c, a, prev, next)) return "stop";
+        if (a->closed) return "closed";
+        if (o->n_predict > 0 && st->n_gen >= o->n_predict) return "length";  // no pass for an unused token
+        double t = now_sec();
+        if (model_len(c->m) >= model_ctx(c->m)) {
+            int rc = o->context_shift ? shift_mid_answer(c, a, st, err) : 1;
+            if (rc < 0) return NULL;
+            if (rc > 0) return "context";
+        } else {
+            if (model_forward(c->m, &next, 1, 0, c->logits, err)) return NULL;
+            c->kv_ids[model_len(c->m) - 1] = next;
+        }
+        prev = next;
+        next = sampler_sample(c->smp, c->logits);
+        st->t_decode += now_sec() - t;
+        st->decode_steps++;
+    }
+}
+
+static void print_turn_stats(chat *c, const turn_stats *st) {
+    c->turns++;
+    c->n_prefilled += st->n_prompt, c->n_reused += st->n_reused, c->n_generated += st->n_gen;
+    c->t_prefill += st->t_prefill, c->t_decode += st->t_decode;
+    double tpot = st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0;
+    note(c, "prompt %d tok (%d reused), TTFT %.1f ms | generated %d tok, TPOT %.2f ms (%.1f tok/s) | %s | "
+         "context %d/%d", st->n_prompt, st->n_reused, st->t_prefill * 1e3, st->n_gen, tpot,
+         tpot > 0 ? 1e3 / tpot : 0, st->finish, model_len(c->m), model_ctx(c->m));
+}
+
+// One exchange: the user's message in, the answer out. Returns 0, 1 when
+// stdout went away (the chat ends), -1 on error.
+static int chat_turn(chat *c, const char *user, char *err) {
+    double t0 = now_sec();
+    turn_stats st = {0};
+    int32_t *ids;
+    int n, dropped = 0;
+    if (msg_push(c, "user", user, strlen(user))) return errf(err, "out of memory");
+    int rc = fit_context(c, NULL, 0, &ids, &n, &dropped, err);
+    note_dropped(c, dropped);
+    if (rc) {
+        msg_remove(c, c->n_msgs - 1, 1);
+        if (rc > 0)
+            complain("context full: the conversation with this message is %d tokens and the context holds %d; %s",
+                 n, model_ctx(c->m), c->o->context_shift ? "send a shorter message" : "/reset to start over");
+        return rc < 0 ? -1 : 0;
+    }
+    rc = sync_kv(c, ids, n, &st, err);
+    free(ids);
+    if (rc < 0) return -1;
+    answer a = {.stops = c->stops};
+    if (rc > 0) {
+        st.finish = "interrupted";
+    } else {
+        int32_t next = sampler_sample(c->smp, c->logits);
+        st.t_prefill = now_sec() - t0;
+        if (!(st.finish = generate(c, &a, next, &st, err))) return free(a.text), -1;
+    }
+    int unsent = !st.n_gen && !strcmp(st.finish, "interrupted");
+    if (!unsent) ans_finish(&a, !strcmp(st.finish, "stop"));
+    int closed = a.closed;
+    if (unsent) {
+        msg_remove(c, c->n_msgs - 1, 1);  // stopped before any answer: as if never sent
+        rc = 0;
+    } else {
+        rc = msg_push(c, "assistant", a.text ? a.text : "", a.len);
+    }
+    free(a.text);
+    if (rc) return errf(err, "out of memory");
+    if (!strcmp(st.finish, "context") && !c->o->context_shift)
+        complain("context full (%d tokens): /reset to start a new conversation", model_ctx(c->m));
+    if (!closed) print_turn_stats(c, &st);
+    return closed;
+}
+
+// ---- /save and /load -------------------------------------------------------------
+//
+// /save FILE writes the KV cache and its token ids with pcache_save (FILE), and
+// the messages beside it in FILE.chat, a small text file:
+//   quill-chat 1\n
+//   then per message: ROLE SPACE BYTES \n CONTENT \n
+// /load reads both back; the messages are needed to render the next turn, the
+// cache spares re-reading them.
+
+static char *sidecar_path(const char *path) {
+    size_t n = strlen(path) + sizeof ".chat";
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s.chat", path);
+    return p;
+}
+
+static int save_messages(const chat *c, const char *path, char *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);  // the conversation is private
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return errf(err, "cannot write %s: %s", path, strerror(errno));
+    }
+    fprintf(f, "quill-chat 1\n");
+    for (int i = 0; i < c->n_msgs; i++)
+        fprintf(f, "%s %zu\n%s\n", c->msgs[i].role, strlen(c->msgs[i].content), c->msgs[i].content);
+    if (ferror(f) | fclose(f)) return errf(err, "cannot write %s", path);
+    return 0;
+}
+
+static const char *known_role(const char *r) {
+    static const char *const roles[] = {"system", "user", "assistant"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(r, roles[i])) return roles[i];
+    return NULL;
+}
+
+// Reads a FILE.chat into a fresh message list (the file is untrusted: every
+// field is checked). On success c's messages are replaced.
+static int load_messages(chat *c, const char *path, char *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errf(err, "cannot open %s: %s", path, strerror(errno));
+    chat fresh = {0};
+    char line[64], role[16];
+    int ok = fgets(line, sizeof line, f) && !strcmp(line, "quill-chat 1\n");
+    while (ok && fgets(line, sizeof line, f)) {
+        size_t len;
+        char extra;
+        const char *r = NULL;
+        ok = sscanf(line, "%15s %zu%c", role, &len, &extra) == 3 && extra == '\n' && (r = known_role(role)) &&
+             len < (1u << 26);
+        char *s = ok ? malloc(len + 1) : NULL;
+        ok = s && fread(s, 1, len, f) == len && fgetc(f) == '\n' && !memchr(s, 0, len) &&
+             !msg_push(&fresh, r, s, len);
+        free(s);
+    }
+    ok = ok && !ferror(f);
+    fclose(f);
+    if (!ok) {
+        msg_remove(&fresh, 0, fresh.n_msgs);
+        free(fresh.msgs);
+        return errf(err, "%s is not a quill chat file (or is damaged)", path);
+    }
+    msg_remove(c, 0, c->n_msgs);
+    free(c->msgs);
+    c->msgs = fresh.msgs, c->n_msgs = fresh.n_msgs, c->cap_msgs = fresh.cap_msgs;
+    return 0;
+}
+
+static void cmd_save(chat *c, const char *path) {
+    char err[ERR_LEN];
+    char *side = sidecar_path(path);
+    if (!side) {
+        complain("/save: out of memory");
+        return;
+    }
+    if (pcache_save(path, c->m, c->o->model_path, c->kv_ids, model_len(c->m), err)) complain("/save %s: %s", path, err);
+    else if (save_messages(c, side, err)) complain("/save: %s", err);
+    else note(c, "saved %d messages (%d tokens) to %s and %s", c->n_msgs, model_len(c->m), path, side);
+    free(side);
+}
+
+static void cmd_load(chat *c, const char *path) {
+    char err[ERR_LEN];
+    char *side = sidecar_path(path);
+    if (!side) {
+        complain("/load: out of memory");
+        return;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    // the messages first: if they are unusable, the cache is left alone
+    if (load_messages(c, side, err)) {
+        complain("/load: %s", err);
+    } else if (pcache_load(path, c->m, c->o->model_path, NULL, -1, &ids, &n, err) < 0) {
+        model_rewind(c->m, 0);  // the messages changed: the next turn reads them all
+        complain("/load %s: %s; loaded the %d messages, which the next turn reads anew", path, err, c->n_msgs);
+    } else {
+        memcpy(c->kv_ids, ids, sizeof *ids * (size_t)model_len(c->m));
+        note(c, "loaded %d messages (%d tokens) from %s", c->n_msgs, model_len(c->m), path);
+    }
+    free(ids);
+    free(side);
+}
+
+// ---- commands ------------------------------------------------------------------
+
+static void cmd_stats(chat *c) {
+    double pre = c->t_prefill > 0 ? c->n_prefilled / c->t_prefill : 0, dec = c->t_decode > 0 ? c->n_generated / c->t_decode : 0;
+    fprintf(stderr,
+            "quill: %d turns, %d messages, context %d/%d tokens | prefilled %ld tok (%.1f tok/s), reused %ld | "
+            "generated %ld tok (%.1f tok/s) | template %s | %s | seed %" PRIu64 "\n",
+            c->turns, c->n_msgs, model_len(c->m), model_ctx(c->m), c->n_prefilled, pre, c->n_reused,
+            c->n_generated, dec, tpl_family_name(c->tpl.family), model_backend_desc(c->m), c->o->sp.seed);
+}
+
+static void cmd_help(void) {
+    fputs("  /reset          start a new conversation (the system prompt stays)\n"
+          "  /stats          totals for this session\n"
+          "  /system TEXT    set the system prompt (empty: none); the next turn re-reads the chat\n"
+          "  /save FILE      save the conversation: its KV cache to FILE, its messages to FILE.chat\n"
+          "  /load FILE      resume a conversation saved with /save\n"
+          "  /help, /quit    this list; end the chat (as Ctrl-D does)\n"
+          "  //text          send \"/text\" as a message\n"
+          "A line ending in \\ continues on the next; \"\"\" starts and ends a block of lines.\n"
+          "Ctrl-C stops an answer; at an empty prompt it ends the chat.\n",
+          stderr);
+}
+
+// Runs a /command. Returns 1 for /quit, 0 otherwise (problems are reported).
+static int chat_command(chat *c, const char *line) {
+    size_t k = strcspn(line, " \t");
+    const char *arg = line + k + strspn(line + k, " \t");
+#define IS(name) (k == strlen(name) && !strncmp(line, name, k))
+    if (IS("/quit") || IS("/exit")) return 1;
+    if (IS("/help")) cmd_help();
+    else if (IS("/stats")) cmd_stats(c);
+    else if (IS("/reset")) {
+        msg_remove(c, has_system(c), c->n_msgs - has_system(c));
+        model_rewind(c->m, 0);
+        note(c, "new conversation");
+    } else if (IS("/system")) {
+        if (set_system(c, arg)) complain("/system: out of memory");
+        else note(c, *arg ? "system prompt set" : "system prompt removed");
+    } else if ((IS("/save") || IS("/load")) && !*arg) complain("%.*s needs a file name", (int)k, line);
+    else if (IS("/save")) cmd_save(c, arg);
+    else if (IS("/load")) cmd_load(c, arg);
+    else complain("unknown command %.*s (see /help)", (int)k, line);
+#undef IS
+    return 0;
+}
+
+// ---- setup and the loop ---------------------------------------------------------
+
+static int chat_init(chat *c, model *m, const tokenizer *tok, const chat_opts *o, char *err) {
+    *c = (chat){.m = m, .tok = tok, .o = o, .interrupted = &chat_sigint};
+    int recognized;
+    if (tpl_load(&c->tpl, model_gguf(m), tok, o->template_name, &recognized, err)) return -1;
+    if (!recognized && !o->quiet)
+        fprintf(stderr, "quill: warning: %s; using a plain \"User:/Assistant:\" format "
+                        "(--chat-template NAME picks another)\n",
+                gguf_find(model_gguf(m), "tokenizer.chat_template") ? "the model's chat template is not one quill knows"
+                                                                     : "the model has no chat template");
+    int n = 0;
+    for (const char *const *s = tpl_stops(&c->tpl); *s; s++) c->stops[n++] = *s;
+    for (int i = 0; i < o->n_stops && n < MAX_STOPS; i++) c->stops[n++] = o->stops[i];
+    c->stops[n] = NULL;
+    c->piece_cap = tok_max_piece_len(tok) + 8;
+    c->smp = sampler_new(&o->sp, model_cfg(m)->n_vocab);
+    c->logits = malloc(sizeof(float) * (size_t)model_cfg(m)->n_vocab);
+    c->piece = malloc((size_t)c->piece_cap);
+    c->kv_ids = malloc(sizeof(int32_t) * (size_t)model_ctx(m));
+    if (!c->smp || !c->logits || !c->piece || !c->kv_ids || set_system(c, o->system)) return errf(err, "out of memory");
+    if (o->system && c->tpl.system_dropped)
+        note(c, "warning: this model's chat template has no system role; --system is dropped as the template does");
+    model_rewind(m, 0);
+    return 0;
+}
+
+static void chat_free(chat *c) {
+    lr_close(c->lr);
+    msg_remove(c, 0, c->n_msgs);
+    free(c->msgs);
+    free(c->kv_ids);
+    free(c->piece);
+    free(c->logits);
+    sampler_free(c->smp);
+    tpl_free(&c->tpl);
+}
+
+// Reads messages and answers them until the user leaves. 0, or -1 on error.
+static int chat_loop(chat *c, char *err) {
+    for (;;) {
+        char *line, warn[ERR_LEN];
+        *c->interrupted = 0;
+        enum lr_status st = lr_read(c->lr, &line, warn);
+        if (warn[0]) note(c, "warning: %s", warn);
+        if (st == LR_EOF || st == LR_INTERRUPT) {
+            if (lr_is_tty(c->lr)) fputc('\n', stderr);
+            return 0;
+        }
+        if (st == LR_CANCEL) continue;
+        int rc = 0;
+        if (line[0] == '/' && line[1] != '/') {
+            rc = chat_command(c, line);
+        } else if (line[strspn(line, " \t\n")]) {
+            rc = chat_turn(c, line + (line[0] == '/'), err);  // "//text" sends "/text"
+        }
+        free(line);
+        if (rc) return rc < 0 ? -1 : 0;
+    }
+}
+
+int chat_run(model *m, const tokenizer *tok, const chat_opts *o, char *err) {
+    chat c;
+    int rc = chat_init(&c, m, tok, o, err);
+    char *history = rc ? NULL : lr_history_path();
+    if (!rc && !(c.lr = lr_open(stdin, isatty(STDIN_FILENO) ? history : NULL, c.interrupted, err))) rc = -1;
+    free(history);
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, old;
+    sigemptyset(&sa.sa_mask);
+    if (!rc) {
+        sigaction(SIGINT, &sa, &old);
+        if (!o->quiet)
+            fprintf(stderr, "quill: chat with %s (template %s, context %d tokens). /help lists commands; "
+                            "Ctrl-D or Ctrl-C at an empty prompt ends.\n",
+                    o->model_path, tpl_family_name(c.tpl.family), model_ctx(m));
+        rc = chat_loop(&c, err);
+        sigaction(SIGINT, &old, NULL);
+    }
+    chat_free(&c);
+    return rc;
+}

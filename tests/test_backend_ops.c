@@ -1,0 +1,684 @@
+// tests/test_backend_ops.c — every CUDA op against the CPU op (cpu.c, the
+// reference) on random inputs, odd sizes and every weight type.
+//
+//   build/tests/test_backend_ops          the host self-test of kernels.cu's
+//                                         shared code, then every op on the GPU
+//   build/tests/test_backend_ops --quick  fewer shapes (for compute-sanitizer)
+//
+// Without a GPU (or in a CPU-only build) the GPU part prints that it was
+// skipped and the test passes. Errors are normalized mean squared errors
+// (NMSE = Σ(got - want)² / Σ want²) against an independent reference: a
+// float64 product of the dequantized operands (matmul), a float64 softmax
+// over the cached fp16 K/V (attention), or cpu.c where both must agree to
+// rounding. Batch invariance (a decode row computes exactly what it computes
+// alone; a prompt split at PREFILL_TILE computes what one pass does) and graph
+// replays are checked bit for bit.
+//
+// QUILL_TEST_DEVICE=cpu runs the "device" side on cpu.c too (the ops it has):
+// a check of this harness — its references, thresholds and invariance
+// checks — on a machine without a GPU.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "quant.h"
+#include "sample.h"
+#include "util.h"
+
+#ifndef QUILL_CUDA
+int main(void) {
+    puts("skipped: quill was built without CUDA (CUDA=0)");
+    return 0;
+}
+#else
+#include "kernels.h"
+
+static int n_checks, n_failed;  // tests only; the library has no globals
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    n_checks++;
+    if (!ok) n_failed++;
+    printf("%s ", ok ? "ok  " : "FAIL");
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+typedef struct { uint64_t s; } rng_t;
+static uint64_t rnd(rng_t *r) {
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return r->s;
+}
+static float unif(rng_t *r) { return (float)((rnd(r) >> 40) * 0x1p-24) * 2.0f - 1.0f; }  // [-1, 1)
+static float gauss(rng_t *r) {
+    double u = ((rnd(r) >> 11) + 1) * 0x1p-53, v = (rnd(r) >> 11) * 0x1p-53;
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static double nmse(const float *got, const float *want, size_t n) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)got[i] - want[i];
+        e += d * d, s += (double)want[i] * want[i];
+    }
+    return s > 0 ? e / s : e;
+}
+
+static double nmse_d(const float *got, const double *want, size_t n) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = got[i] - want[i];
+        e += d * d, s += want[i] * want[i];
+    }
+    return s > 0 ? e / s : e;
+}
+
+// ---- the two backends and device buffers ----------------------------------
+
+typedef struct {
+    const backend_ops *C, *G;
+    backend *cb, *gb;
+    int quick;
+} ctx;
+
+static void *dev_copy(ctx *x, const void *host, size_t bytes) {
+    void *d = x->G->alloc(x->gb, bytes);
+    if (!d) {
+        char err[ERR_LEN] = "";
+        if (x->G->status) x->G->status(x->gb, err);
+        fprintf(stderr, "device allocation of %zu bytes failed: %s\n", bytes, err);
+        exit(2);
+    }
+    if (host) x->G->to_device(x->gb, d, host, bytes);
+    return d;
+}
+
+static void *host_copy(ctx *x, const void *dev, size_t bytes) {
+    void *h = xmalloc(bytes);
+    x->G->to_host(x->gb, h, dev, bytes);
+    return h;
+}
+
+static int gpu_ok(ctx *x, const char *what) {
+    char err[ERR_LEN];
+    if (!x->G->status || x->G->status(x->gb, err) == 0) return 1;
+    check(0, "%s: the CUDA backend failed: %s", what, err);
+    return 0;
+}
+
+// ---- random weights -----------------------------------------------------------
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+// rows of type t as GGUF stores them: random quants, plausible scales.
+static uint8_t *random_rows(rng_t *r, uint32_t t, int64_t rows, int64_t cols) {
+    const size_t rb = qtype_row_bytes(t, cols), bb = qtype_get(t)->block_bytes;
+    uint8_t *w = xmalloc(rows * rb);
+    for (size_t i = 0; i < rows * rb; i++) w[i] = (uint8_t)rnd(r);
+    for (size_t k = 0; k < rows * rb / bb; k++) {
+        uint8_t *b = w + k * bb;
+        const uint16_t d = f32_to_fp16(0.002f + 0.01f * fabsf(unif(r))), m = f32_to_fp16(0.01f * unif(r));
+        switch (t) {
+        case Q_F32: { const float f = gauss(r); memcpy(b, &f, 4); break; }
+        case Q_F16: put16(b, f32_to_fp16(gauss(r))); break;
+        case Q_BF16: put16(b, f32_to_bf16(gauss(r))); break;
+        case Q_Q4_1: case Q_Q5_1: case Q_Q4_K: case Q_Q5_K: put16(b, d), put16(b + 2, m); break;
+        case Q_Q6_K: put16(b + 208, d); break;
+        default: put16(b, d); break;
+        }
+    }
+    return w;
+}
+
+// A weight on both backends: cpu->data is host memory, gpu->data device memory.
+static void make_weight(ctx *x, rng_t *r, uint32_t t, int64_t rows, int64_t cols, qmat *cpu, qmat *gpu) {
+    *cpu = (qmat){.type = t, .rows = rows, .cols = cols, .row_bytes = qtype_row_bytes(t, cols),
+                  .data = random_rows(r, t, rows, cols)};
+    *gpu = *cpu;
+    char err[ERR_LEN];
+    if (x->G->upload(x->gb, gpu, err)) {
+        fprintf(stderr, "upload failed: %s\n", err);
+        exit(2);
+    }
+}
+
+static float *dequantized(const qmat *w) {
+    float *d = xmalloc(sizeof(float) * w->rows * w->cols);
+    for (int64_t r = 0; r < w->rows; r++)
+        q_dequantize_row(w->type, (const uint8_t *)w->data + r * w->row_bytes, d + r * w->cols, w->cols);
+    return d;
+}
+
+// ---- embed, rmsnorm, elementwise, rope ----------------------------------------------
+
+static void test_embed(ctx *x, rng_t *r) {
+    const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        const int64_t cols = types[ti] >= Q_Q4_K && types[ti] <= Q_Q6_K ? 512 : qtype_get(types[ti])->block == 32 ? 96 : 37;
+        const int rows = 50, n = 7;
+        qmat wc, wg;
+        make_weight(x, r, types[ti], rows, cols, &wc, &wg);
+        int32_t ids[7] = {0, rows - 1, 3, 3, 17, 42, 1};
+        int32_t *dids = dev_copy(x, ids, sizeof ids);
+        float *want = xmalloc(sizeof(float) * n * cols), *dout = dev_copy(x, NULL, sizeof(float) * n * cols);
+        x->C->embed(x->cb, want, &wc, ids, n);
+        x->G->embed(x->gb, dout, &wg, dids, n);
+        float *got = host_copy(x, dout, sizeof(float) * n * cols);
+        char tb[16];
+        if (gpu_ok(x, "embed"))
+            check(nmse(got, want, n * cols) < 1e-12, "embed %s %lld cols: nmse %.3g", qtype_name(types[ti], tb),
+                  (long long)cols, nmse(got, want, n * cols));
+        x->G->release(x->gb, dids), x->G->release(x->gb, dout);
+        free(want), free(got), free((void *)wc.data);
+    }
+}
+
+static void test_rmsnorm(ctx *x, rng_t *r) {
+    const int dims[] = {1, 7, 64, 1001, 4096}, ns[] = {1, 5, 24};
+    for (int di = 0; di < 5; di++)
+        for (int ni = 0; ni < 3; ni++) {
+            const int dim = dims[di], n = ns[ni];
+            float *xv = xmalloc(sizeof(float) * n * dim), *g = xmalloc(sizeof(float) * dim);
+            for (int i = 0; i < n * dim; i++) xv[i] = gauss(r) * (i % 13 ? 1.0f : 20.0f);
+            for (int i = 0; i < dim; i++) g[i] = 1.0f + 0.1f * gauss(r);
+            qmat wc = {.type = Q_F32, .rows = 1, .cols = dim, .row_bytes = 4 * (size_t)dim, .data = g}, wg = wc;
+            wg.data = dev_copy(x, g, sizeof(float) * dim);
+            float *dx = dev_copy(x, xv, sizeof(float) * n * dim);
+            x->G->rmsnorm(x->gb, dx, dx, &wg, n, dim, 1e-5f);  // in place, as the per-head norms run
+            x->C->rmsnorm(x->cb, xv, xv, &wc, n, dim, 1e-5f);
+            float *got = host_copy(x, dx, sizeof(float) * n * dim);
+            if (gpu_ok(x, "rmsnorm"))
+                check(nmse(got, xv, n * dim) < 1e-12, "rmsnorm %d x %d: nmse %.3g", n, dim, nmse(got, xv, n * dim));
+            x->G->release(x->gb, dx), x->G->release(x->gb, (void *)wg.data);
+            free(xv), free(g), free(got);
+        }
+}
+
+static void test_elementwise(ctx *x, rng_t *r) {
+    const size_t lens[] = {1, 7, 1000003};
+    for (int li = 0; li < 3; li++) {
+        const size_t len = lens[li];
+        const int dim = len > 7 ? 1001 : (int)len, n = (int)(len / dim);
+        float *a = xmalloc(4 * len), *b = xmalloc(4 * len), *bias = xmalloc(4 * (size_t)dim);
+        for (size_t i = 0; i < len; i++) a[i] = gauss(r) * 4, b[i] = gauss(r);
+        for (int i = 0; i < dim; i++) bias[i] = gauss(r);
+        float *da = dev_copy(x, a, 4 * len), *db = dev_copy(x, b, 4 * len), *dbias = dev_copy(x, bias, 4 * (size_t)dim);
+        qmat bc = {.type = Q_F32, .rows = 1, .cols = dim, .row_bytes = 4 * (size_t)dim, .data = bias}, bg = bc;
+        bg.data = dbias;
+        x->C->add(x->cb, a, b, len), x->G->add(x->gb, da, db, len);
+        x->C->add_bias(x->cb, a, &bc, n, dim), x->G->add_bias(x->gb, da, &bg, n, dim);
+        x->C->swiglu(x->cb, a, a, b, len), x->G->swiglu(x->gb, da, da, db, len);  // out == gate, as the model runs it
+        float *ga = host_copy(x, da, 4 * len), *gb = host_copy(x, db, 4 * len);
+        if (gpu_ok(x, "elementwise"))
+            check(nmse(ga, a, len) < 1e-12 && nmse(gb, b, len) < 1e-12, "add, add_bias, swiglu over %zu: nmse %.3g %.3g",
+                  len, nmse(ga, a, len), nmse(gb, b, len));
+        x->G->release(x->gb, da), x->G->release(x->gb, db), x->G->release(x->gb, dbias);
+        free(a), free(b), free(bias), free(ga), free(gb);
+    }
+}
+
+static void test_rope(ctx *x, rng_t *r) {
+    const int dims[] = {64, 128}, n = 9, heads = 3;
+    for (int di = 0; di < 2; di++)
+        for (int variant = 0; variant < 8; variant++) {
+            const int hd = dims[di], n_rot = variant & 4 ? hd / 2 : hd;
+            float ff[64];
+            for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + 0.37f * (float)i;
+            rope_cfg rc = {.n_rot = n_rot, .neox = variant & 1, .base = 500000.0f,
+                           .freq_scale = variant & 2 ? 0.25f : 1.0f, .freq_factors = variant & 2 ? ff : NULL};
+            rope_cfg rg = rc;
+            float *dff = rc.freq_factors ? dev_copy(x, ff, sizeof ff) : NULL;
+            rg.freq_factors = dff;
+            int32_t pos[9] = {0, 1, 2, 15, 16, 511, 4095, 32768, 131071};
+            float *v = xmalloc(sizeof(float) * n * heads * hd);
+            for (int i = 0; i < n * heads * hd; i++) v[i] = gauss(r);
+            int32_t *dpos = dev_copy(x, pos, sizeof pos);
+            float *dv = dev_copy(x, v, sizeof(float) * n * heads * hd);
+            x->C->rope(x->cb, v, n, heads, hd, pos, &rc);
+            x->G->rope(x->gb, dv, n, heads, hd, dpos, &rg);
+            float *got = host_copy(x, dv, sizeof(float) * n * heads * hd);
+            if (gpu_ok(x, "rope"))
+                check(nmse(got, v, n * heads * hd) < 1e-12, "rope head_dim %d n_rot %d neox %d scaled %d: nmse %.3g",
+                      hd, n_rot, variant & 1, (variant & 2) != 0, nmse(got, v, n * heads * hd));
+            x->G->release(x->gb, dpos), x->G->release(x->gb, dv);
+            if (dff) x->G->release(x->gb, dff);
+            free(v), free(got);
+        }
+}
+
+// ---- matmul -----------------------------------------------------------------------
+
+typedef struct { int64_t rows, cols; int n, n_joint; } mm_case;
+
+static double mm_threshold(uint32_t t) {
+    switch (t) {
+    case Q_F32: return 1e-10;
+    case Q_F16: return 2e-6;   // the GEMM rounds activations to fp16
+    case Q_BF16: return 1e-4;  // ... to bf16
+    default: return 5e-4;      // q8_1 activations (decode), fp16 (GEMM)
+    }
+}
+
+// y[t, r] = Σ w[r, e]·x[t, e] in float64.
+static double *mm_reference(const float *wd, const float *xv, int64_t rows, int64_t cols, int n) {
+    double *y = xmalloc(sizeof(double) * n * rows);
+    for (int t = 0; t < n; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t e = 0; e < cols; e++) s += (double)wd[r * cols + e] * xv[t * cols + e];
+            y[t * rows + r] = s;
+        }
+    return y;
+}
+
+static float *gpu_matmul(ctx *x, const qmat *wg, const float *dx, int64_t cols, int n, int n_joint) {
+    float *dy = dev_copy(x, NULL, sizeof(float) * n * wg->rows);
+    x->G->matmul(x->gb, dy, wg, dx, n, n_joint);
+    float *y = host_copy(x, dy, sizeof(float) * n * wg->rows);
+    x->G->release(x->gb, dy);
+    (void)cols;
+    return y;
+}
+
+// Rows >= n_joint equal their one-token results; a prompt split at
+// PREFILL_TILE equals the whole prompt.
+static void mm_invariance(ctx *x, const qmat *wg, const float *dx, const float *y, const mm_case *c, const char *name) {
+    const int64_t rows = wg->rows, cols = wg->cols;
+    int same = 1;
+    for (int t = c->n_joint; t < c->n; t += (c->n - c->n_joint) / 3 + 1) {
+        float *y1 = gpu_matmul(x, wg, dx + t * cols, cols, 1, 0);
+        same &= !memcmp(y1, y + t * rows, sizeof(float) * rows);
+        free(y1);
+    }
+    for (int t0 = PREFILL_TILE; t0 < c->n_joint; t0 += PREFILL_TILE) {  // the prompt cut at t0
+        const int nj = c->n_joint - t0;
+        float *yp = gpu_matmul(x, wg, dx + t0 * cols, cols, nj, nj);
+        same &= !memcmp(yp, y + t0 * rows, sizeof(float) * rows * nj);
+        free(yp);
+    }
+    if (c->n_joint > PREFILL_TILE) {
+        float *yp = gpu_matmul(x, wg, dx, cols, PREFILL_TILE, PREFILL_TILE);
+        same &= !memcmp(yp, y, sizeof(float) * rows * PREFILL_TILE);
+        free(yp);
+    }
+    check(same, "matmul %s %lld x %lld, %d tokens (%d prompt): rows alone / prompt cut at tiles equal bit for bit",
+          name, (long long)rows, (long long)cols, c->n, c->n_joint);
+}
+
+static void test_matmul_type(ctx *x, rng_t *r, uint32_t t) {
+    char tb[16];
+    const char *name = qtype_name(t, tb);
+    const int64_t blk = qtype_get(t)->block;
+    const int64_t small = blk == 1 ? 37 : blk == 32 ? 96 : 256, mid = blk == 1 ? 64 : blk == 32 ? 4096 : 768;
+    const mm_case all[] = {
+        {7, small, 1, 1},  {7, small, 3, 0},    {129, mid, 9, 9},   {129, mid, 70, 70}, {1030, 4096, 2, 2},
+        {130, mid, 130, 130}, {33, mid, 130, 70}, {5, blk == 1 ? 1 : small, 8, 8},
+    };
+    const int n_cases = x->quick ? 3 : (int)(sizeof all / sizeof *all);
+    for (int ci = 0; ci < n_cases; ci++) {
+        const mm_case *c = &all[ci];
+        qmat wc, wg;
+        make_weight(x, r, t, c->rows, c->cols, &wc, &wg);
+        float *xv = xmalloc(sizeof(float) * c->n * c->cols), *yc = xmalloc(sizeof(float) * c->n * c->rows);
+        for (int64_t i = 0; i < c->n * c->cols; i++) xv[i] = gauss(r);
+        float *dx = dev_copy(x, xv, sizeof(float) * c->n * c->cols);
+        float *wd = dequantized(&wc);
+        double *want = mm_reference(wd, xv, c->rows, c->cols, c->n);
+        x->C->matmul(x->cb, yc, &wc, xv, c->n, c->n_joint);
+        float *yg = gpu_matmul(x, &wg, dx, c->cols, c->n, c->n_joint);
+        if (gpu_ok(x, "matmul")) {
+            const size_t len = (size_t)c->n * c->rows;
+            const double eg = nmse_d(yg, want, len), ec = nmse_d(yc, want, len);
+            check(eg < mm_threshold(t), "matmul %s %lld x %lld, %d tokens (%d prompt): nmse %.3g (cpu %.3g)", name,
+                  (long long)c->rows, (long long)c->cols, c->n, c->n_joint, eg, ec);
+            if (c->n > 1 && !x->quick) mm_invariance(x, &wg, dx, yg, c, name);
+        }
+        x->G->release(x->gb, dx);
+        free(xv), free(yc), free(yg), free(wd), free(want), free((void *)wc.data);
+    }
+}
+
+static void test_matmul(ctx *x, rng_t *r) {
+    const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) test_matmul_type(x, r, types[i]);
+}
+
+// ---- kv_store + attention ---------------------------------------------------------------
+
+// A paged cache of three sequences and a pass over some of their tokens.
+typedef struct {
+    int n_heads, n_kv, hd, kv_dim;
+    int n_blocks, max_blocks;
+    uint16_t *kpool, *vpool;       // host copies [n_blocks * KV_BLOCK, kv_dim]
+    int n;                         // tokens in the pass
+    int32_t pos[80], seq[80], slot[80], ids[80];
+    int32_t *tables;               // [3, max_blocks]
+    int n_prompt;
+} att_case;
+
+static void att_build(rng_t *r, att_case *a, int n_heads, int n_kv, int hd, int max_blocks) {
+    *a = (att_case){.n_heads = n_heads, .n_kv = n_kv, .hd = hd, .kv_dim = n_kv * hd, .max_blocks = max_blocks};
+    const int lens[3] = {70, 1, 300};  // sequence 0: a 70-token prompt; 1, 2: one decode token each
+    a->n_blocks = 0;
+    for (int s = 0; s < 3; s++) a->n_blocks += (lens[s] + KV_BLOCK - 1) / KV_BLOCK;
+    a->n_blocks += 3;  // free blocks in between
+    a->tables = xmalloc(sizeof(int32_t) * 3 * max_blocks);
+    int32_t *perm = xmalloc(sizeof(int32_t) * a->n_blocks);
+    for (int i = 0; i < a->n_blocks; i++) perm[i] = i;
+    for (int i = a->n_blocks - 1; i > 0; i--) {
+        const int j = (int)(rnd(r) % (uint64_t)(i + 1));
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int i = 0; i < 3 * max_blocks; i++) a->tables[i] = 0x7fffffff;  // unused entries: far out of the pool
+    int next = 0;
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < (lens[s] + KV_BLOCK - 1) / KV_BLOCK; b++) a->tables[s * max_blocks + b] = perm[next++];
+    free(perm);
+    const size_t pool = (size_t)a->n_blocks * KV_BLOCK * a->kv_dim;
+    a->kpool = xmalloc(2 * pool), a->vpool = xmalloc(2 * pool);
+    for (size_t i = 0; i < pool; i++) a->kpool[i] = f32_to_fp16(gauss(r)), a->vpool[i] = f32_to_fp16(gauss(r));
+    a->n = 0;
+    for (int p = 0; p < 70; p++) a->pos[a->n] = p, a->seq[a->n++] = 0;
+    a->pos[a->n] = 0, a->seq[a->n++] = 1;
+    a->pos[a->n] = 299, a->seq[a->n++] = 2;
+    a->n_prompt = 70;
+    for (int i = 0; i < a->n; i++) {
+        const int32_t *t = a->tables + a->seq[i] * max_blocks;
+        a->slot[i] = t[a->pos[i] / KV_BLOCK] * KV_BLOCK + a->pos[i] % KV_BLOCK;
+        a->ids[i] = 0;
+    }
+}
+
+// The pass's tokens first .. first+n-1 as a fwd_batch (device arrays in *dev).
+static fwd_batch att_batch(ctx *x, const att_case *a, int first, int n, int n_prompt, void **dev) {
+    fwd_batch fb = {.n = n, .n_seqs = 3, .max_blocks = a->max_blocks, .n_prompt = n_prompt};
+    for (int i = first; i < first + n; i++) fb.max_len = a->pos[i] + 1 > fb.max_len ? a->pos[i] + 1 : fb.max_len;
+    const size_t b = sizeof(int32_t) * n;
+    fb.ids = dev[0] = dev_copy(x, a->ids + first, b);
+    fb.pos = dev[1] = dev_copy(x, a->pos + first, b);
+    fb.seq = dev[2] = dev_copy(x, a->seq + first, b);
+    fb.slot = dev[3] = dev_copy(x, a->slot + first, b);
+    fb.tables = dev[4] = dev_copy(x, a->tables, sizeof(int32_t) * 3 * a->max_blocks);
+    return fb;
+}
+
+static void att_batch_free(ctx *x, void **dev) {
+    for (int i = 0; i < 5; i++) x->G->release(x->gb, dev[i]);
+}
+
+// float64 attention of token i over its sequence's fp16 cache.
+static void att_reference(const att_case *a, const float *q, int i, double *out) {
+    const int group = a->n_heads / a->n_kv, len = a->pos[i] + 1;
+    const int32_t *t = a->tables + a->seq[i] * a->max_blocks;
+    double *s = xmalloc(sizeof(double) * len);
+    for (int h = 0; h < a->n_heads; h++) {
+        const float *qh = q + ((size_t)i * a->n_heads + h) * a->hd;
+        const size_t col = (size_t)(h / group) * a->hd;
+        double mx = -INFINITY, sum = 0;
+        for (int p = 0; p < len; p++) {
+            const size_t row = ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->kv_dim + col;
+            double d = 0;
+            for (int e = 0; e < a->hd; e++) d += (double)qh[e] * fp16_to_f32(a->kpool[row + e]);
+            s[p] = d / sqrt((double)a->hd);
+            mx = s[p] > mx ? s[p] : mx;
+        }
+        for (int e = 0; e < a->hd; e++) out[h * a->hd + e] = 0;
+        for (int p = 0; p < len; p++) {
+            const size_t row = ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->kv_dim + col;
+            const double w = exp(s[p] - mx);
+            sum += w;
+            for (int e = 0; e < a->hd; e++) out[h * a->hd + e] += w * fp16_to_f32(a->vpool[row + e]);
+        }
+        for (int e = 0; e < a->hd; e++) out[h * a->hd + e] /= sum;
+    }
+    free(s);
+}
+
+static float *gpu_attention(ctx *x, const att_case *a, const float *dq_all, void *dk, void *dv, int first, int n,
+                            int n_prompt) {
+    void *dev[5];
+    fwd_batch fb = att_batch(x, a, first, n, n_prompt, dev);
+    const size_t qrow = (size_t)a->n_heads * a->hd;
+    float *dout = dev_copy(x, NULL, sizeof(float) * n * qrow);
+    x->G->attention(x->gb, dout, dq_all + first * qrow, dk, dv, &fb, a->n_heads, a->n_kv, a->hd);
+    float *out = host_copy(x, dout, sizeof(float) * n * qrow);
+    x->G->release(x->gb, dout);
+    att_batch_free(x, dev);
+    return out;
+}
+
+static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd, int max_blocks) {
+    att_case a;
+    att_build(r, &a, n_heads, n_kv, hd, max_blocks);
+    const size_t pool = (size_t)a.n_blocks * KV_BLOCK * a.kv_dim, qrow = (size_t)n_heads * hd;
+    void *dk = dev_copy(x, a.kpool, 2 * pool), *dv = dev_copy(x, a.vpool, 2 * pool);
+    // kv_store: the pass's own K and V into both pools
+    float *k = xmalloc(sizeof(float) * a.n * a.kv_dim), *v = xmalloc(sizeof(float) * a.n * a.kv_dim);
+    for (size_t i = 0; i < (size_t)a.n * a.kv_dim; i++) k[i] = gauss(r), v[i] = gauss(r);
+    float *dkn = dev_copy(x, k, sizeof(float) * a.n * a.kv_dim), *dvn = dev_copy(x, v, sizeof(float) * a.n * a.kv_dim);
+    void *dev[5];
+    fwd_batch fbc = {.n = a.n, .n_seqs = 3, .max_blocks = max_blocks, .n_prompt = a.n_prompt, .ids = a.ids,
+                     .pos = a.pos, .seq = a.seq, .slot = a.slot, .tables = a.tables};
+    for (int i = 0; i < a.n; i++) fbc.max_len = a.pos[i] + 1 > fbc.max_len ? a.pos[i] + 1 : fbc.max_len;
+    fwd_batch fbg = att_batch(x, &a, 0, a.n, a.n_prompt, dev);
+    x->C->kv_store(x->cb, a.kpool, a.vpool, k, v, &fbc, a.kv_dim);
+    x->G->kv_store(x->gb, dk, dv, dkn, dvn, &fbg, a.kv_dim);
+    uint16_t *gk = host_copy(x, dk, 2 * pool), *gv = host_copy(x, dv, 2 * pool);
+    check(!memcmp(gk, a.kpool, 2 * pool) && !memcmp(gv, a.vpool, 2 * pool),
+          "kv_store %d kv heads x %d: pools equal bit for bit", n_kv, hd);
+    // attention of the whole pass, against float64 and cpu.c
+    float *q = xmalloc(sizeof(float) * a.n * qrow), *oc = xmalloc(sizeof(float) * a.n * qrow);
+    for (size_t i = 0; i < a.n * qrow; i++) q[i] = gauss(r);
+    float *dq = dev_copy(x, q, sizeof(float) * a.n * qrow);
+    x->C->attention(x->cb, oc, q, a.kpool, a.vpool, &fbc, n_heads, n_kv, hd);
+    float *og = gpu_attention(x, &a, dq, dk, dv, 0, a.n, a.n_prompt);
+    double *want = xmalloc(sizeof(double) * a.n * qrow);
+    for (int i = 0; i < a.n; i++) att_reference(&a, q, i, want + i * qrow);
+    if (gpu_ok(x, "attention")) {
+        const double eg = nmse_d(og, want, a.n * qrow), ec = nmse_d(oc, want, a.n * qrow);
+        // cpu.c's fp16 accumulator (as llama.cpp's) reaches ~4e-7; fp32 on the GPU should be far below
+        check(eg < 1e-6, "attention %d/%d heads x %d, capacity %d: nmse %.3g (cpu %.3g)", n_heads, n_kv, hd,
+              max_blocks * KV_BLOCK, eg, ec);
+        // invariance: each decode token alone; the prompt cut at 64; a lone prompt token
+        int same = 1;
+        for (int i = a.n_prompt; i < a.n; i++) {
+            float *o1 = gpu_attention(x, &a, dq, dk, dv, i, 1, 1);
+            same &= !memcmp(o1, og + i * qrow, sizeof(float) * qrow);
+            free(o1);
+        }
+        float *p1 = gpu_attention(x, &a, dq, dk, dv, 0, 64, 64), *p2 = gpu_attention(x, &a, dq, dk, dv, 64, 6, 6);
+        same &= !memcmp(p1, og, sizeof(float) * 64 * qrow) && !memcmp(p2, og + 64 * qrow, sizeof(float) * 6 * qrow);
+        float *p3 = gpu_attention(x, &a, dq, dk, dv, 37, 1, 1);
+        same &= !memcmp(p3, og + 37 * qrow, sizeof(float) * qrow);
+        free(p1), free(p2), free(p3);
+        check(same, "attention %d/%d heads x %d: tokens alone, in a prompt cut at 64 and in the pass equal bit for bit",
+              n_heads, n_kv, hd);
+    }
+    att_batch_free(x, dev);
+    void *bufs[] = {dk, dv, dkn, dvn, dq};
+    for (int i = 0; i < 5; i++) x->G->release(x->gb, bufs[i]);
+    free(k), free(v), free(q), free(oc), free(og), free(want), free(gk), free(gv);
+    free(a.kpool), free(a.vpool), free(a.tables);
+}
+
+static void test_attention(ctx *x, rng_t *r) {
+    const int shapes[][4] = {  // n_heads, n_kv_heads, head_dim, max_blocks
+        {8, 4, 8, 32}, {8, 8, 16, 32}, {4, 4, 64, 32}, {32, 8, 128, 64}, {14, 2, 64, 32},
+        {16, 8, 128, 1024}, {8, 1, 256, 32}, {24, 8, 80, 32}, {32, 2, 64, 32},
+    };
+    const int n = x->quick ? 3 : (int)(sizeof shapes / sizeof *shapes);
+    for (int i = 0; i < n; i++) test_attention_shape(x, r, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+}
+
+// ---- sampling -----------------------------------------------------------------------------
+
+// sample.c's kept set (top-k → top-p → min-p at temperature 1), then the draw
+// in id order over e^((l - max)/temp), as backend.h's `sample` promises.
+// Returns the id, or -1 when u falls within a hair of a boundary.
+static int32_t sample_reference(const float *lg, int V, const sample_cfg *sc, double u) {
+    sample_cand *c = xmalloc(sizeof *c * V);
+    for (int i = 0; i < V; i++) c[i] = (sample_cand){i, lg[i], 0};
+    int32_t best = sample_argmax(c, V);
+    if (!(sc->temp > 0)) return free(c), best;
+    int n = sample_top_k(c, V, sc->top_k);
+    n = sample_top_p(c, n, sc->top_p);
+    n = sample_min_p(c, n, sc->min_p);
+    char *kept = xmalloc(V);
+    for (int i = 0; i < n; i++) kept[c[i].id] = 1;
+    double total = 0;
+    for (int i = 0; i < V; i++) if (kept[i]) total += exp((double)(lg[i] - lg[best]) / sc->temp);
+    const double target = u * total;
+    double cum = 0;
+    int32_t id = -1;
+    for (int i = 0; i < V && id < 0; i++) {
+        if (!kept[i]) continue;
+        const double w = exp((double)(lg[i] - lg[best]) / sc->temp);
+        if (fabs(cum + w - target) < 1e-4 * total || fabs(cum - target) < 1e-4 * total) id = -2;  // too close to call
+        else if (cum + w > target) id = i;
+        cum += w;
+    }
+    free(c), free(kept);
+    return id == -2 ? -1 : id;
+}
+
+static void test_sample(ctx *x, rng_t *r) {
+    if (!x->G->sample) return;
+    const int vocabs[] = {1000, 151936};
+    const sample_cfg cfgs[] = {
+        {0, 40, 0.95f, 0.05f}, {0.8f, 40, 0.95f, 0.05f}, {1.0f, 0, 0.9f, 0}, {0.7f, 1, 1, 0},
+        {1.2f, 0, 0, 0}, {1.0f, 0, 1, 0.2f}, {0.5f, 7, 1, 0}, {2.0f, 0, 1, 0},
+    };
+    for (int vi = 0; vi < 2; vi++) {
+        const int V = vocabs[vi];
+        float *lg = xmalloc(sizeof(float) * V);
+        for (int i = 0; i < V; i++) lg[i] = 3 * gauss(r);
+        for (int i = 0; i < 20; i++) lg[(rnd(r) % V)] = 9.5f;  // ties at the top, across top-k's cut
+        float *dl = dev_copy(x, lg, sizeof(float) * V);
+        for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++) {
+            int agree = 0, tried = 0;
+            for (int k = 0; k < (x->quick ? 5 : 60); k++) {
+                const double u = (rnd(r) >> 11) * 0x1p-53;
+                const int32_t want = sample_reference(lg, V, &cfgs[ci], u);
+                if (want < 0) continue;
+                const int32_t got = x->G->sample(x->gb, dl, V, &cfgs[ci], u);
+                tried++, agree += got == want;
+                if (got != want && tried - agree == 1)
+                    printf("     u %.17g: cuda %d, reference %d\n", u, got, want);
+            }
+            if (gpu_ok(x, "sample"))
+                check(agree == tried, "sample %d logits, temp %g top_k %d top_p %g min_p %g: %d/%d draws as the reference",
+                      V, cfgs[ci].temp, cfgs[ci].top_k, cfgs[ci].top_p, cfgs[ci].min_p, agree, tried);
+        }
+        x->G->release(x->gb, dl);
+        free(lg);
+    }
+}
+
+// ---- graphs, upload errors, limits ------------------------------------------------------------
+
+static void test_graph(ctx *x, rng_t *r) {
+    if (!x->G->graph_begin) return;
+    const int64_t rows = 300, cols = 512;
+    qmat wc, wg;
+    make_weight(x, r, Q_Q4_K, rows, cols, &wc, &wg);
+    float g[512], xv[2 * 512];
+    for (int i = 0; i < 512; i++) g[i] = 1 + 0.1f * gauss(r);
+    for (int i = 0; i < 2 * 512; i++) xv[i] = gauss(r);
+    qmat nw = {.type = Q_F32, .rows = 1, .cols = cols, .row_bytes = 4 * cols, .data = dev_copy(x, g, sizeof g)};
+    float *dx = dev_copy(x, xv, sizeof xv), *dn = dev_copy(x, NULL, sizeof xv), *dy = dev_copy(x, NULL, 4 * 2 * rows);
+    char err[ERR_LEN];
+    // warm up (scratch), record, then replay on new input
+    x->G->rmsnorm(x->gb, dn, dx, &nw, 2, cols, 1e-5f), x->G->matmul(x->gb, dy, &wg, dn, 2, 0);
+    int ok = x->G->graph_begin(x->gb, 3, err) == 0;
+    x->G->rmsnorm(x->gb, dn, dx, &nw, 2, cols, 1e-5f), x->G->matmul(x->gb, dy, &wg, dn, 2, 0);
+    ok = ok && x->G->graph_end(x->gb, 3, err) == 0;
+    for (int i = 0; i < 2 * 512; i++) xv[i] = gauss(r);
+    x->G->to_device(x->gb, dx, xv, sizeof xv);
+    ok = ok && x->G->graph_replay(x->gb, 3, err) == 0;
+    float *yr = host_copy(x, dy, 4 * 2 * rows);
+    x->G->rmsnorm(x->gb, dn, dx, &nw, 2, cols, 1e-5f), x->G->matmul(x->gb, dy, &wg, dn, 2, 0);
+    float *yd = host_copy(x, dy, 4 * 2 * rows);
+    check(ok && gpu_ok(x, "graph") && !memcmp(yr, yd, 4 * 2 * rows), "graph: a replay on new input equals the ops run directly%s%s",
+          ok ? "" : ": ", ok ? "" : err);
+    // a bigger matmul grows the scratch: the recorded graph is dropped, replay says so
+    float *big = dev_copy(x, NULL, sizeof(float) * 256 * cols), *ybig = dev_copy(x, NULL, sizeof(float) * 256 * rows);
+    x->G->matmul(x->gb, ybig, &wg, big, 256, 0);
+    check(x->G->graph_replay(x->gb, 3, err) != 0, "graph: stale after the scratch grew (%s)", err);
+    void *bufs[] = {(void *)nw.data, dx, dn, dy, big, ybig};
+    for (int i = 0; i < 6; i++) x->G->release(x->gb, bufs[i]);
+    free(yr), free(yd), free((void *)wc.data);
+}
+
+static void test_upload_errors(ctx *x) {
+    if (x->G == x->C) return;  // cpu.c takes any weight as it is
+    uint8_t blk[84] = {0};
+    qmat w = {.type = Q_Q2_K, .rows = 1, .cols = 256, .row_bytes = 84, .data = blk};
+    char err[ERR_LEN] = "";
+    check(x->G->upload(x->gb, &w, err) != 0 && strstr(err, "Q2_K"), "upload of a Q2_K weight fails naming the type (%s)", err);
+}
+
+static void test_roofline(ctx *x) {
+    if (!x->G->roofline) return;
+    double bw = 0, flops = 0;
+    char err[ERR_LEN] = "";
+    const int rc = x->G->roofline(x->gb, &bw, &flops, err);
+    check(rc == 0 && bw > 1e11 && flops > 1e13, "roofline: %.0f GB/s device memory, %.1f TFLOP/s bf16 GEMM %s", bw / 1e9,
+          flops / 1e12, err);
+}
+
+int main(int argc, char **argv) {
+    ctx x = {.C = &cpu_backend, .G = &cuda_backend, .quick = argc > 1 && !strcmp(argv[1], "--quick")};
+    char err[ERR_LEN], why[ERR_LEN];
+    if (cuda_host_selftest(stdout, err)) {
+        printf("FAIL host self-test: %s\n", err);
+        return 1;
+    }
+    const char *dev = getenv("QUILL_TEST_DEVICE");
+    if (dev && !strcmp(dev, "cpu")) {
+        x.G = &cpu_backend;
+        printf("QUILL_TEST_DEVICE=cpu: the device side runs on cpu.c (a check of this test)\n");
+    } else if (cuda_device_count(why) <= 0) {
+        printf("skipped: no CUDA device (%s); the GPU tests need one (make test-cuda)\n", why);
+        return 0;
+    }
+    if (x.C->init(&x.cb, 0, err) || x.G->init(&x.gb, 0, err)) {
+        printf("FAIL backend init: %s\n", err);
+        return 1;
+    }
+    printf("cpu: %s\ncuda: %s\n", x.C->describe(x.cb), x.G->describe(x.gb));
+    rng_t r = {0x9e3779b97f4a7c15ull};
+    test_embed(&x, &r);
+    test_rmsnorm(&x, &r);
+    test_elementwise(&x, &r);
+    test_rope(&x, &r);
+    test_matmul(&x, &r);
+    test_attention(&x, &r);
+    test_sample(&x, &r);
+    test_graph(&x, &r);
+    test_upload_errors(&x);
+    if (!x.quick) test_roofline(&x);
+    check(gpu_ok(&x, "end"), "the device backend reports no failure at the end");
+    x.G->free(x.gb);
+    x.C->free(x.cb);
+    printf("%d checks, %d failed\n", n_checks, n_failed);
+    return n_failed ? 1 : 0;
+}
+#endif
