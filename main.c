@@ -825,6 +825,9 @@ static int cmd_tokenize(int argc, char **argv) {
 
 static int cmd_chat(const options *o) {
     if (o->prompt || o->file) die("a chat takes its messages from stdin; drop the prompt (or -f) or -i");
+    if (o->stats_json || o->prompt_cache || o->echo)
+        die("chat does not take %s", o->stats_json ? "--stats-json (/stats shows the numbers)" :
+            o->prompt_cache ? "--prompt-cache (use /save FILE and /load FILE)" : "--echo");
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);

@@ -70,4 +70,6 @@ check "--lines: one record per non-blank line, ids are line numbers" \
     $PY -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert [x["id"] for x in r]==[1,3] and r[0]["tokens"]==6' "$tmp/lines.out"
 q --chunk 100 -i "$tmp/empty" 2>"$tmp/chunk.err"
 check "--chunk not a multiple of 64: exit 1 with a message" grep -q "multiple of 64" "$tmp/chunk.err"
+q --draft "$M" -i "$tmp/empty" 2>"$tmp/draft.err"
+check "--draft in batch mode: exit 1 with a message" grep -q "does not take --draft" "$tmp/draft.err"
 exit $fail

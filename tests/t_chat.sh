@@ -112,5 +112,11 @@ Assistant:") 0"
 printf 'Hi\nHi\nHi\n' | "$QUILL" -m "$M" -i --temp 0 -n 64 2>"$tmp/err" | head -c 5 >/dev/null
 check "closed stdout: exit 0" test "${PIPESTATUS[1]}" = 0
 
+for opt in "--prompt-cache $tmp/pc" "--stats-json $tmp/st" --echo; do
+    chat 'Hi\n' $opt
+    check "chat with $opt: exit 1, one line naming it" \
+        sh -c "test \"\$(cat $tmp/rc)\" = 1 && test \"\$(wc -l <$tmp/err)\" = 1 && grep -q -- '${opt%% *}' $tmp/err"
+done
+
 "$PY" tests/pty_chat.py "$QUILL" "$SHARED" || fail=1
 exit $fail
