@@ -58,7 +58,7 @@ $(LIB_OBJ) $(BUILD)/main.o: $(BUILD_CONFIG)
 $(BUILD)/kernels.o: kernels.cu $(wildcard *.h) | $(BUILD)/tests
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libquill.a $(wildcard *.h)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libquill.a $(wildcard *.h) tests/check.h
 	$(CC) $(CFLAGS) -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
 
 $(BUILD)/tests:

@@ -162,7 +162,7 @@ static int deliver_error(run *R, record *r, const char *msg) {
 // ---- input --------------------------------------------------------------
 
 // Reads the fields of one JSON record into r; a message in msg on error.
-static int parse_fields(run *R, record *r, json_t *root, char *msg) {
+static int parse_fields(record *r, json_t *root, char *msg) {
     const char *key;
     json_t *v;
     if (!json_is_object(root)) return errf(msg, "expected a JSON object");
@@ -205,7 +205,6 @@ static int parse_fields(run *R, record *r, json_t *root, char *msg) {
         }
     }
     if (!r->prompt) return errf(msg, "the record has no \"prompt\"");
-    (void)R;
     return 0;
 }
 
@@ -222,7 +221,7 @@ static int parse_record(run *R, record *r, char *line, size_t len, char *msg) {
     json_error_t je;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) return errf(msg, "invalid JSON at column %d: %s", je.column, je.text);
-    int rc = parse_fields(R, r, root, msg);
+    int rc = parse_fields(r, root, msg);
     json_decref(root);
     return rc;
 }

@@ -17,18 +17,8 @@
 
 #include "model.h"
 #include "util.h"
+#include "check.h"
 
-static int g_fail;  // failures so far (tests only; the library has no globals)
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    g_fail++;
-}
 
 static model *load(const char *path, int n_seqs, size_t kv_mem) {
     char err[ERR_LEN];
@@ -223,8 +213,8 @@ int main(void) {
     snprintf(path, sizeof path, "%s/models/gguf/synth-qwen3-Q4_K_M.gguf", shared);
     test_model(path);
     test_split_prompt(path);
-    if (g_fail) {
-        fprintf(stderr, "test_batch: %d failure(s)\n", g_fail);
+    if (n_fail) {
+        fprintf(stderr, "test_batch: %d failure(s)\n", n_fail);
         return 1;
     }
     printf("test_batch: all passed\n");

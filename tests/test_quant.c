@@ -19,20 +19,10 @@
 
 #include "quant.h"
 #include "util.h"
+#include "check.h"
 
 #define PY "/usr/bin/python3"
 
-static int g_fail;  // failures so far (tests only; the library has no globals)
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    g_fail++;
-}
 
 static void *xmalloc(size_t n) {
     void *p = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
@@ -700,8 +690,8 @@ int main(int argc, char **argv) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    if (g_fail) {
-        fprintf(stderr, "test_quant: %d failure(s)\n", g_fail);
+    if (n_fail) {
+        fprintf(stderr, "test_quant: %d failure(s)\n", n_fail);
         return 1;
     }
     printf("test_quant: all passed\n");

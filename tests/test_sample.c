@@ -2,23 +2,13 @@
 // distributions, and against a naive full-sort reference on random logits.
 // Exits 0 only when every check passed.
 #include "sample.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            n_fail++;                                                           \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-        }                                                                       \
-    } while (0)
 
 // ---- helpers -------------------------------------------------------------------
 

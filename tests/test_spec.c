@@ -25,18 +25,8 @@
 #include "spec.h"
 #include "tokenizer.h"
 #include "util.h"
+#include "check.h"
 
-static int n_fail;
-
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            n_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, "\n");                                                   \
-        }                                                                            \
-    } while (0)
 
 #define PASS_LEVEL 1e-3   // a correct rule must not be rejected at this significance
 #define BROKEN_LEVEL 1e-6 // a broken one must be rejected at least this clearly

@@ -18,18 +18,8 @@
 #include <string.h>
 
 #include "util.h"
+#include "check.h"
 
-static int n_fail;
-
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            n_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, "\n");                                                   \
-        }                                                                            \
-    } while (0)
 
 // ---- unit checks ----------------------------------------------------------------
 
