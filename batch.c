@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "textout.h"
 #include "util.h"
 
 #define MAX_REC_STOPS 16
@@ -42,9 +43,7 @@ typedef struct {              // a sequence running in a slot
     int32_t prev, next;       // last token in the KV; the sampled token to feed next
     int n_gen;
     sampler *smp;
-    utf8_stream us;
-    char *text;               // generated text so far
-    size_t len, cap;
+    textout out;              // the generated text (no sink: returned at the end)
     double t_start, t_first, t_last;
 } slot;
 
@@ -279,7 +278,7 @@ static record *next_record(run *R, int *fatal) {
 
 static void free_slot(slot *s) {
     free(s->ids);
-    free(s->text);
+    textout_free(&s->out);
     sampler_free(s->smp);
     free_record(s->r);
     *s = (slot){.seq = -1};
@@ -322,7 +321,8 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
     *s = (slot){.r = r, .order = R->n_admitted++, .seq = model_seq_new(R->m), .ids = ids, .n_ids = n,
                 .limit = limit, .reserved = need, .t_start = now_sec()};
     s->smp = sampler_new(&r->sp, model_cfg(R->m)->n_vocab);
-    if (s->seq < 0 || !s->smp) {
+    if (s->seq < 0 || !s->smp ||
+        textout_init(&s->out, R->tok, (const char *const *)r->stops, r->n_stops, NULL)) {
         *fatal = 1;
         errf(R->err, s->seq < 0 ? "no free sequence for a new prompt" : "out of memory");
         return -1;
@@ -372,20 +372,14 @@ static void keep_prefix(run *R, slot *s) {
 }
 
 static int finish(run *R, slot *s, const char *reason) {
-    char tail[8];
-    if (strcmp(reason, "stop")) {
-        size_t k = utf8_stream_flush(&s->us, tail);
-        char *t = k ? realloc(s->text, s->len + k) : s->text;
-        if (k && !t) return errf(R->err, "out of memory");
-        if (k) memcpy(t + s->len, tail, k), s->text = t, s->len += k, s->cap = s->len;
-    }
+    if (strcmp(reason, "stop") && textout_finish(&s->out) < 0) return errf(R->err, "out of memory");
     batch_summary *sum = R->sum;
     const double ttft = s->t_first - s->t_start;
     const double tpot = s->n_gen > 1 ? (s->t_last - s->t_first) / (s->n_gen - 1) : 0;
     sum->gen_tokens += s->n_gen;
     if (s->n_gen > 0) sum->sum_ttft += ttft;
     if (s->n_gen > 1) sum->sum_tpot += tpot, sum->n_tpot++;
-    char *text = valid_utf8(s->text ? s->text : "", s->len);
+    char *text = valid_utf8(s->out.text ? s->out.text : "", s->out.len);
     json_t *o = json_object();
     if (o && text) {
         json_object_set_new(o, "text", json_string(text));
@@ -403,33 +397,6 @@ static int finish(run *R, slot *s, const char *reason) {
     return rc;
 }
 
-// Appends a token's text to s; returns 1 when a stop string appeared (the
-// text is then cut where it starts).
-static int append_text(run *R, slot *s, int32_t id) {
-    char piece[512], out[sizeof piece + 8];
-    int n = tok_decode(R->tok, s->prev, id, piece, sizeof piece);
-    size_t k = n > 0 ? utf8_stream_push(&s->us, piece, (size_t)n, out) : 0;
-    if (s->len + k + 1 > s->cap) {
-        size_t cap = 2 * (s->len + k + 1) + 64;
-        char *t = realloc(s->text, cap);
-        if (!t) return -1;
-        s->text = t, s->cap = cap;
-    }
-    const size_t old = s->len;
-    memcpy(s->text + s->len, out, k);
-    s->len += k;
-    for (int i = 0; i < s->r->n_stops; i++) {
-        const size_t sl = strlen(s->r->stops[i]);
-        const size_t from = old + 1 > sl ? old + 1 - sl : 0;
-        char *hit = memmem(s->text + from, s->len - from, s->r->stops[i], sl);
-        if (hit) {
-            s->len = (size_t)(hit - s->text);
-            return 1;
-        }
-    }
-    return 0;
-}
-
 // A token sampled for s (its first, from the prompt, or a decode step's),
 // handled as the single-prompt decode loop handles it.
 static int on_token(run *R, slot *s, int32_t id) {
@@ -439,7 +406,7 @@ static int on_token(run *R, slot *s, int32_t id) {
     sampler_accept(s->smp, id);
     s->n_gen++;
     s->t_last = t;
-    int stop = append_text(R, s, id);
+    int stop = textout_token(&s->out, s->prev, id);
     if (stop < 0) return errf(R->err, "out of memory");
     s->prev = id;
     if (stop) return finish(R, s, "stop");

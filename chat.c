@@ -24,6 +24,7 @@
 #include "lineread.h"
 #include "pcache.h"
 #include "template.h"
+#include "textout.h"
 #include "util.h"
 
 #define PREFILL_CHUNK 256  // tokens per forward pass while prefilling: Ctrl-C is seen between chunks
@@ -48,18 +49,6 @@ typedef struct {
     const char *finish;   // eos, length, stop, context, interrupted
 } turn_stats;
 
-// The answer being streamed: all its text (it becomes the assistant message)
-// and how much of it is on stdout. Bytes that may begin a stop string are
-// held back until the next token settles it.
-typedef struct {
-    const char *const *stops;  // NULL-terminated
-    char *text;                // the answer so far (no NUL kept)
-    size_t len, cap;
-    size_t written;            // text[0..written) is on stdout
-    utf8_stream us;            // a UTF-8 character split across tokens
-    int closed;                // stdout went away: end the chat quietly
-} answer;
-
 typedef struct {
     model *m;
     const tokenizer *tok;
@@ -67,9 +56,8 @@ typedef struct {
     chat_template tpl;
     sampler *smp;
     float *logits;            // [n_vocab]
-    char *piece;              // [piece_cap] one decoded token
-    int piece_cap;
-    const char *stops[MAX_STOPS + 1];
+    const char *stops[MAX_STOPS];  // the template's stop strings, then --stop's
+    int n_stops;
     chat_msg *msgs;           // the conversation; contents owned
     int n_msgs, cap_msgs;
     int32_t *kv_ids;          // [model_ctx] the token at each cached position
@@ -236,62 +224,14 @@ static void note_dropped(const chat *c, int dropped) {
 
 // ---- streaming the answer ------------------------------------------------------
 
-static void ans_write(answer *a, const char *s, size_t n) {
-    if (a->closed || !n) return;
-    if (fwrite(s, 1, n, stdout) != n || fflush(stdout)) a->closed = 1;
-}
-
-// Adds decoded bytes; writes what can no longer be part of a stop string.
-// Returns 1 when a stop string appeared: the text is cut before it.
-static int ans_push(answer *a, const char *s, size_t n) {
-    if (!n) return 0;
-    if (a->len + n > a->cap) {
-        size_t cap = (a->len + n) * 2 + 256;
-        char *p = realloc(a->text, cap);
-        if (!p) return a->closed = 1, 1;
-        a->text = p, a->cap = cap;
-    }
-    memcpy(a->text + a->len, s, n);
-    a->len += n;
-    size_t cut = a->len, hold = 0, fresh = a->len - a->written;
-    for (const char *const *st = a->stops; *st; st++) {
-        size_t sl = strlen(*st);
-        char *hit = memmem(a->text + a->written, fresh, *st, sl);
-        if (hit && (size_t)(hit - a->text) < cut) cut = (size_t)(hit - a->text);
-        for (size_t k = sl - 1 < fresh ? sl - 1 : fresh; k > hold; k--)  // longest tail that starts *st
-            if (!memcmp(a->text + a->len - k, *st, k)) { hold = k; break; }
-    }
-    if (cut < a->len) {
-        ans_write(a, a->text + a->written, cut - a->written);
-        a->len = a->written = cut;
-        return 1;
-    }
-    ans_write(a, a->text + a->written, a->len - hold - a->written);
-    a->written = a->len - hold;
+// The end of the answer: a held partial character and held bytes go out
+// (unless it stopped on a stop string), and the answer ends with a newline
+// on stdout so each answer is its own line(s). -1 when out of memory.
+static int ans_finish(textout *a, int stopped) {
+    if (!stopped && textout_finish(a) < 0) return -1;
+    if (!a->closed && (!a->len || a->text[a->len - 1] != '\n') && (fputc('\n', stdout) == EOF || fflush(stdout)))
+        a->closed = 1;
     return 0;
-}
-
-static int ans_token(chat *c, answer *a, int32_t prev, int32_t id) {
-    char out[8 + 4];
-    int n = tok_decode(c->tok, prev, id, c->piece, (size_t)c->piece_cap);
-    if (n < 0) n = 0;
-    // utf8_stream_push writes at most n + 4 bytes: push in slices of 8
-    for (int i = 0; i < n; i += 8) {
-        size_t k = utf8_stream_push(&a->us, c->piece + i, (size_t)(n - i < 8 ? n - i : 8), out);
-        if (ans_push(a, out, k)) return 1;
-    }
-    return 0;
-}
-
-// The end of the answer: a held partial character and held bytes go out, and
-// the answer ends with a newline on stdout so each answer is its own line(s).
-static void ans_finish(answer *a, int stopped) {
-    char tail[8];
-    size_t k = utf8_stream_flush(&a->us, tail);
-    if (!stopped && k) stopped = ans_push(a, tail, k);
-    if (!stopped) ans_write(a, a->text + a->written, a->len - a->written);
-    a->written = a->len;
-    ans_write(a, "\n", a->len && a->text[a->len - 1] == '\n' ? 0 : 1);
 }
 
 // ---- a turn --------------------------------------------------------------------
@@ -300,7 +240,7 @@ static void ans_finish(answer *a, int stopped) {
 // drops the oldest exchanges and re-reads the conversation with the answer so
 // far. Returns 0 (logits ready for the next token), 1 when nothing can be
 // dropped, -1 on error.
-static int shift_mid_answer(chat *c, answer *a, turn_stats *st, char *err) {
+static int shift_mid_answer(chat *c, textout *a, turn_stats *st, char *err) {
     int32_t *ids;
     int n, dropped = 1;
     if (!drop_oldest(c)) return 1;
@@ -326,7 +266,7 @@ static int shift_mid_answer(chat *c, answer *a, turn_stats *st, char *err) {
 
 // Streams the answer from the first sampled token `next`. Returns the finish
 // reason, or NULL on error.
-static const char *generate(chat *c, answer *a, int32_t next, turn_stats *st, char *err) {
+static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, char *err) {
     const chat_opts *o = c->o;
     int32_t prev = model_len(c->m) ? c->kv_ids[model_len(c->m) - 1] : -1;
     for (;;) {
@@ -335,7 +275,9 @@ static const char *generate(chat *c, answer *a, int32_t next, turn_stats *st, ch
         if (o->n_predict == 0) return "length";
         sampler_accept(c->smp, next);
         st->n_gen++;
-        if (ans_token(c, a, prev, next)) return "stop";
+        int stop = textout_token(a, prev, next);
+        if (stop < 0) return errf(err, "out of memory"), NULL;
+        if (stop) return "stop";
         if (a->closed) return "closed";
         if (o->n_predict > 0 && st->n_gen >= o->n_predict) return "length";  // no pass for an unused token
         double t = now_sec();
@@ -384,16 +326,17 @@ static int chat_turn(chat *c, const char *user, char *err) {
     rc = sync_kv(c, ids, n, &st, err);
     free(ids);
     if (rc < 0) return -1;
-    answer a = {.stops = c->stops};
+    textout a;
+    if (textout_init(&a, c->tok, c->stops, c->n_stops, stdout)) return errf(err, "out of memory");
     if (rc > 0) {
         st.finish = "interrupted";
     } else {
         int32_t next = sampler_sample(c->smp, c->logits);
         st.t_prefill = now_sec() - t0;
-        if (!(st.finish = generate(c, &a, next, &st, err))) return free(a.text), -1;
+        if (!(st.finish = generate(c, &a, next, &st, err))) return textout_free(&a), -1;
     }
     int unsent = !st.n_gen && !strcmp(st.finish, "interrupted");
-    if (!unsent) ans_finish(&a, !strcmp(st.finish, "stop"));
+    if (!unsent && ans_finish(&a, !strcmp(st.finish, "stop"))) return textout_free(&a), errf(err, "out of memory");
     int closed = a.closed;
     if (unsent) {
         msg_remove(c, c->n_msgs - 1, 1);  // stopped before any answer: as if never sent
@@ -401,7 +344,7 @@ static int chat_turn(chat *c, const char *user, char *err) {
     } else {
         rc = msg_push(c, "assistant", a.text ? a.text : "", a.len);
     }
-    free(a.text);
+    textout_free(&a);
     if (rc) return errf(err, "out of memory");
     if (!strcmp(st.finish, "context") && !c->o->context_shift)
         complain("context full (%d tokens): /reset to start a new conversation", model_ctx(c->m));
@@ -572,16 +515,12 @@ static int chat_init(chat *c, model *m, const tokenizer *tok, const chat_opts *o
                         "(--chat-template NAME picks another)\n",
                 gguf_find(model_gguf(m), "tokenizer.chat_template") ? "the model's chat template is not one quill knows"
                                                                      : "the model has no chat template");
-    int n = 0;
-    for (const char *const *s = tpl_stops(&c->tpl); *s; s++) c->stops[n++] = *s;
-    for (int i = 0; i < o->n_stops && n < MAX_STOPS; i++) c->stops[n++] = o->stops[i];
-    c->stops[n] = NULL;
-    c->piece_cap = tok_max_piece_len(tok) + 8;
+    for (const char *const *s = tpl_stops(&c->tpl); *s; s++) c->stops[c->n_stops++] = *s;
+    for (int i = 0; i < o->n_stops && c->n_stops < MAX_STOPS; i++) c->stops[c->n_stops++] = o->stops[i];
     c->smp = sampler_new(&o->sp, model_cfg(m)->n_vocab);
     c->logits = malloc(sizeof(float) * (size_t)model_cfg(m)->n_vocab);
-    c->piece = malloc((size_t)c->piece_cap);
     c->kv_ids = malloc(sizeof(int32_t) * (size_t)model_ctx(m));
-    if (!c->smp || !c->logits || !c->piece || !c->kv_ids || set_system(c, o->system)) return errf(err, "out of memory");
+    if (!c->smp || !c->logits || !c->kv_ids || set_system(c, o->system)) return errf(err, "out of memory");
     if (o->system && c->tpl.system_dropped)
         note(c, "warning: this model's chat template has no system role; --system is dropped as the template does");
     model_rewind(m, 0);
@@ -593,7 +532,6 @@ static void chat_free(chat *c) {
     msg_remove(c, 0, c->n_msgs);
     free(c->msgs);
     free(c->kv_ids);
-    free(c->piece);
     free(c->logits);
     sampler_free(c->smp);
     tpl_free(&c->tpl);

@@ -267,6 +267,23 @@ QHD void k4_scale_min(int s, uint32_t w0, uint32_t w1, uint32_t w2, int *sc, int
 
 // Elements 32g .. 32g+31 of row r, as floats (elements past cols read 0).
 // The arithmetic is quant.c's q_dequantize_row, term for term.
+// The scale d, the min m (Q4_1/Q5_1, else 0) and the fifth bits qh
+// (Q5_0/Q5_1, else 0) of 32-element block g, from the scale plane B.
+template <uint32_t T>
+QHD void block32_scales(const uint8_t *B, int64_t g, float &d, float &m, uint32_t &qh) {
+    m = 0.0f, qh = 0;
+    if constexpr (T == Q_Q4_0) {
+        d = h2f(ld_u16(B + 2 * g));
+    } else if constexpr (T == Q_Q4_1) {
+        const uint32_t dm = ld32(B + 4 * g);
+        d = h2f(dm & 0xffff), m = h2f(dm >> 16);
+    } else {
+        const uint32_t dm = ld32(B + 8 * g);
+        d = h2f(dm & 0xffff), qh = ld32(B + 8 * g + 4);
+        if constexpr (T == Q_Q5_1) m = h2f(dm >> 16);
+    }
+}
+
 template <uint32_t T>
 QHD void dq32(const uint8_t *w, const dlayout &L, int64_t r, int64_t g, int64_t cols, float v[32]) {
     const uint8_t *A = w + r * L.a_row, *B = w + L.b_off + r * L.b_row;
@@ -285,17 +302,9 @@ QHD void dq32(const uint8_t *w, const dlayout &L, int64_t r, int64_t g, int64_t 
         }
     } else if constexpr (T == Q_Q4_0 || T == Q_Q4_1 || T == Q_Q5_0 || T == Q_Q5_1) {
         const uint4 q = ld16(A + 16 * g);
-        float d, m = 0.0f;
-        uint32_t qh = 0;
-        if constexpr (T == Q_Q4_0) d = h2f(ld_u16(B + 2 * g));
-        else if constexpr (T == Q_Q4_1) {
-            const uint32_t dm = ld32(B + 4 * g);
-            d = h2f(dm & 0xffff), m = h2f(dm >> 16);
-        } else {
-            const uint32_t dm = ld32(B + 8 * g);
-            d = h2f(dm & 0xffff), qh = ld32(B + 8 * g + 4);
-            if (T == Q_Q5_1) m = h2f(dm >> 16);
-        }
+        float d, m;
+        uint32_t qh;
+        block32_scales<T>(B, g, d, m, qh);
         const int off = T == Q_Q4_0 ? 8 : T == Q_Q5_0 ? 16 : 0;
         for (int j = 0; j < 16; j++) {
             const int byte = (u4(q, j / 4) >> 8 * (j % 4)) & 0xff;
@@ -444,16 +453,9 @@ QHD void mv_q8_0(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x,
 template <uint32_t T, int NT>
 QHD void mv_block32(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x, int n, float acc[NT]) {
     const uint4 q = ld16(A + 16 * it);
-    float d, m = 0.0f;
-    uint32_t qh = 0;
-    if constexpr (T == Q_Q4_0) d = h2f(ld_u16(B + 2 * it));
-    else if constexpr (T == Q_Q4_1) {
-        const uint32_t dm = ld32(B + 4 * it);
-        d = h2f(dm & 0xffff), m = h2f(dm >> 16);
-    } else {
-        const uint32_t dm = ld32(B + 8 * it);
-        d = h2f(dm & 0xffff), m = h2f(dm >> 16), qh = ld32(B + 8 * it + 4);
-    }
+    float d, m;
+    uint32_t qh;
+    block32_scales<T>(B, it, d, m, qh);
     uint32_t lo[4], hi[4];
     for (int k = 0; k < 4; k++) {
         lo[k] = u4(q, k) & 0x0F0F0F0F;

@@ -27,6 +27,7 @@
 #include "quant.h"
 #include "sample.h"
 #include "spec.h"
+#include "textout.h"
 #include "tokenizer.h"
 #include "util.h"
 
@@ -295,53 +296,6 @@ static char *read_prompt(const options *o, size_t *len) {
 
 // ---- output -------------------------------------------------------------
 
-// Streams generated text to stdout, holding back any tail that could be the
-// start of a stop string, and cutting the text where a stop string appears.
-typedef struct {
-    const options *o;
-    char *buf;
-    size_t len, cap;
-    int closed;  // stdout went away (EPIPE): keep quiet, stop generating
-} emitter;
-
-static void emit_write(emitter *e, const char *s, size_t n) {
-    if (e->closed || !n) return;
-    if (fwrite(s, 1, n, stdout) != n || fflush(stdout)) e->closed = 1;
-}
-
-// Returns 1 when a stop string was found (text before it is written).
-static int emit(emitter *e, const char *s, size_t n) {
-    if (e->len + n > e->cap) {
-        e->cap = (e->len + n) * 2 + 64;
-        if (!(e->buf = realloc(e->buf, e->cap))) die("out of memory");
-    }
-    if (n) memcpy(e->buf + e->len, s, n);
-    e->len += n;
-    size_t hold = 0;
-    for (int i = 0; i < e->o->n_stops; i++) {
-        const char *st = e->o->stops[i];
-        size_t sl = strlen(st);
-        char *hit = memmem(e->buf, e->len, st, sl);
-        if (hit) {
-            emit_write(e, e->buf, (size_t)(hit - e->buf));
-            e->len = 0;
-            return 1;
-        }
-        for (size_t k = sl - 1; k > hold; k--)  // longest tail that is a prefix of st
-            if (k <= e->len && !memcmp(e->buf + e->len - k, st, k)) { hold = k; break; }
-    }
-    emit_write(e, e->buf, e->len - hold);
-    memmove(e->buf, e->buf + e->len - hold, hold);
-    e->len = hold;
-    return 0;
-}
-
-static void emit_finish(emitter *e) {
-    emit_write(e, e->buf, e->len);
-    e->len = 0;
-    free(e->buf);
-}
-
 // ---- generation ---------------------------------------------------------
 
 // The backend: CUDA when this build has it and a GPU is usable (--gpu: or
@@ -428,15 +382,6 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
     if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
 }
 
-// Decodes one token into text and streams it; 1 when a stop string hit.
-static int emit_token(emitter *e, utf8_stream *us, const tokenizer *tok, int32_t prev, int32_t id) {
-    char piece[512], out[sizeof piece + 8];
-    int n = tok_decode(tok, prev, id, piece, sizeof piece);
-    if (n < 0) die("token id %d has no text", id);
-    size_t k = utf8_stream_push(us, piece, (size_t)n, out);
-    return emit(e, out, k);
-}
-
 // Uniform in [0, 1) for draw `step` of a seeded run (splitmix64 of seed and
 // step): the backend sampler's draws, reproducible for a seed.
 static double draw_uniform(uint64_t seed, uint64_t step) {
@@ -468,15 +413,17 @@ static int32_t forward_sample(const options *o, model *m, sampler *smp, const in
 static void decode_loop(const options *o, model *m, const tokenizer *tok, sampler *smp, float *logits,
                         int32_t prev, int32_t next, gen_stats *st, spec *sd) {
     char err[ERR_LEN];
-    emitter e = {.o = o};
-    utf8_stream us = {0};
+    textout out;
+    if (textout_init(&out, tok, o->stops, o->n_stops, stdout)) die("out of memory");
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
         sampler_accept(smp, next);
         st->n_gen++;
-        if (emit_token(&e, &us, tok, prev, next)) { st->finish = "stop"; us.n_pending = 0; break; }
-        if (e.closed) break;
+        int stop = textout_token(&out, prev, next);
+        if (stop < 0) die("out of memory");
+        if (stop) { st->finish = "stop"; break; }
+        if (out.closed) break;
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
         if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
             st->finish = "context";
@@ -493,9 +440,8 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         st->t_decode += now_sec() - t;
         st->decode_steps++;
     }
-    char tail[8];
-    size_t k = utf8_stream_flush(&us, tail);
-    if (!emit(&e, tail, k)) emit_finish(&e); else free(e.buf);
+    if (strcmp(st->finish, "stop") && textout_finish(&out) < 0) die("out of memory");
+    textout_free(&out);
 }
 
 // --prompt-cache: restores the prompt's cached prefix (see pcache_prompt_restore);
