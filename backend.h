@@ -31,11 +31,24 @@ typedef struct {
 } rope_cfg;
 
 // The KV cache is paged: each layer's K and V are pools of KV_BLOCK-position
-// blocks, [n_blocks * KV_BLOCK, kv_dim] fp16 each, so a sequence's positions
-// need not be contiguous and sequences can share the blocks of a common
-// prefix. A sequence's block table lists its blocks in position order:
-// position p lives in pool row table[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK.
+// blocks, n_blocks * KV_BLOCK rows each, so a sequence's positions need not
+// be contiguous and sequences can share the blocks of a common prefix. A
+// sequence's block table lists its blocks in position order: position p
+// lives in pool row table[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK.
 #define KV_BLOCK 16
+
+// What a pool row holds: one position's kv_dim values (n_kv_heads × head_dim)
+// of one layer's K or V.
+//   KV_F16: kv_dim fp16 values (what llama.cpp keeps by default).
+//   KV_Q8:  kv_dim int8 values q, then kv_dim/32 fp16 scales d, one per 32
+//           consecutive values (ggml's q8_0 rounding: d = amax/127,
+//           q = round(x/d) half away from zero; the value is d·q), the row
+//           padded to 16 bytes. About half the bytes, so half the KV
+//           traffic of a long-context decode step. Needs head_dim % 32 == 0.
+enum kv_type { KV_F16, KV_Q8 };
+static inline size_t kv_row_bytes(int type, int kv_dim) {
+    return type == KV_Q8 ? ((size_t)kv_dim + (size_t)kv_dim / 16 + 15) / 16 * 16 : 2 * (size_t)kv_dim;
+}
 
 // Prompt rows are multiplied in tiles of this many consecutive positions
 // (see matmul), so a prompt split into pieces at multiples of it (chunked
@@ -111,16 +124,16 @@ typedef struct backend_ops {
     // Rotates x: [n, n_heads, head_dim] in place; token i is at position pos[i] (backend memory).
     void (*rope)(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
                  const rope_cfg *rc);
-    // Stores k, v: [fb->n, kv_dim] (float) as fp16 into pool rows fb->slot[i].
+    // Stores k, v: [fb->n, kv_dim] (float) as kv_type rows into pool rows fb->slot[i].
     void (*kv_store)(backend *b, void *kpool, void *vpool, const float *k, const float *v,
-                     const fwd_batch *fb, int kv_dim);
+                     const fwd_batch *fb, int kv_dim, int kv_type);
     // Causal attention of the pass's tokens over their sequences' cached
-    // positions (see fwd_batch). q: [n, n_heads, head_dim]; pools:
-    // [n_blocks * KV_BLOCK, n_kv_heads, head_dim] fp16; out: [n, n_heads, head_dim].
+    // positions (see fwd_batch). q: [n, n_heads, head_dim]; pools: kv_type
+    // rows of n_kv_heads × head_dim values; out: [n, n_heads, head_dim].
     // Query head h reads kv head h / (n_heads / n_kv_heads).
     void (*attention)(backend *b, float *out, const float *q, const void *kpool,
                       const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
-                      int head_dim);
+                      int head_dim, int kv_type);
 
     // ---- Optional ops: NULL where a backend lacks them (cpu.c has none). ----
     // model.c checks for them (`if (ops->graph_begin)`) and never asks which

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__F16C__) && defined(__AVX2__)
+#if defined(__SSE__)
 #include <immintrin.h>
 #endif
 
@@ -167,16 +167,20 @@ static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, con
 }
 
 static void cpu_kv_store(backend *b, void *kpool, void *vpool, const float *k, const float *v,
-                         const fwd_batch *fb, int kv_dim) {
+                         const fwd_batch *fb, int kv_dim, int kv_type) {
     (void)b;
-    for (int i = 0; i < fb->n; i++) {
-        uint16_t *kc = (uint16_t *)kpool + (size_t)fb->slot[i] * kv_dim;
-        uint16_t *vc = (uint16_t *)vpool + (size_t)fb->slot[i] * kv_dim;
-        for (int d = 0; d < kv_dim; d++) {
-            kc[d] = f32_to_fp16(k[(size_t)i * kv_dim + d]);
-            vc[d] = f32_to_fp16(v[(size_t)i * kv_dim + d]);
+    const size_t rb = kv_row_bytes(kv_type, kv_dim);
+    for (int i = 0; i < fb->n; i++)
+        for (int kvi = 0; kvi < 2; kvi++) {
+            uint8_t *row = (uint8_t *)(kvi ? vpool : kpool) + (size_t)fb->slot[i] * rb;
+            const float *x = (kvi ? v : k) + (size_t)i * kv_dim;
+            if (kv_type == KV_Q8) {
+                uint16_t *d = (uint16_t *)(row + kv_dim);
+                for (int j = 0; j < kv_dim / 32; j++) d[j] = q8_0_block(x + 32 * j, (int8_t *)row + 32 * j);
+            } else {
+                for (int j = 0; j < kv_dim; j++) ((uint16_t *)row)[j] = f32_to_fp16(x[j]);
+            }
         }
-    }
 }
 
 // dot(a, b) with a holding fp16 values and b in fp16, summed in the lane
@@ -269,19 +273,77 @@ static void attend_one(float *out, const float *q, const uint16_t *k, const uint
     for (int d = 0; d < head_dim; d++) out[d] = fp16_to_f32(acc[d]) * inv;
 }
 
+static inline float half_to_float(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);  // inline, where fp16_to_f32 is a call into quant.c
+#else
+    return fp16_to_f32(h);
+#endif
+}
+
+// One query head against q8 K and V (see backend.h's KV_Q8) at column col
+// of the pools: attend_one's online softmax over values d·q in float, with a
+// float accumulator (llama.cpp's path for V types other than fp16). The
+// loops over 16 lanes vectorize without reassociation.
+static void attend_one_q8(float *out, const float *q, const uint8_t *kpool, const uint8_t *vpool,
+                          const int32_t *table, int n_keys, size_t row_bytes, int kv_dim, int col,
+                          int head_dim) {
+    float acc[1024] = {0};
+    const float scale = 1.0f / sqrtf((float)head_dim);
+#if defined(__SSE__)
+    // Weights e^(s - M) of far-off keys and the rescaled accumulator reach
+    // subnormal floats, which cost x86 a microcode assist per operation
+    // (decode at 1000 positions ran 8x slower): flush them to zero here,
+    // restoring the thread's mode after.
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);  // FTZ | DAZ
+#endif
+    float M = -INFINITY, S = 0;
+    for (int j = 0; j < n_keys; j++) {
+        const size_t row = ((size_t)table[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK) * row_bytes;
+        const int8_t *kq = (const int8_t *)(kpool + row) + col, *vq = (const int8_t *)(vpool + row) + col;
+        const uint16_t *kd = (const uint16_t *)(kpool + row + kv_dim) + col / 32;
+        const uint16_t *vd = (const uint16_t *)(vpool + row + kv_dim) + col / 32;
+        float lanes[16] = {0}, s = 0;
+        for (int e = 0; e < head_dim; e += 32) {
+            const float d = half_to_float(kd[e / 32]);
+            for (int i = e; i < e + 32; i += 16)
+                for (int l = 0; l < 16; l++) lanes[l] += q[i + l] * (d * (float)kq[i + l]);
+        }
+        for (int l = 0; l < 16; l++) s += lanes[l];
+        s *= scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) ms = expf(M - s), M = s;
+        else vs = expf(s - M);
+        for (int e = 0; e < head_dim; e += 32) {
+            const float d = half_to_float(vd[e / 32]);
+            for (int i = e; i < e + 32; i++) acc[i] = acc[i] * ms + vs * (d * (float)vq[i]);
+        }
+        S = S * ms + vs;
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int d = 0; d < head_dim; d++) out[d] = acc[d] * inv;
+#if defined(__SSE__)
+    _mm_setcsr(csr);
+#endif
+}
+
 static void cpu_attention(backend *b, float *out, const float *q, const void *kpool,
                           const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
-                          int head_dim) {
-    const int group = n_heads / n_kv_heads;
-    const int kv_stride = n_kv_heads * head_dim;
+                          int head_dim, int kv_type) {
+    const int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
+    const size_t row_bytes = kv_row_bytes(kv_type, kv_dim);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(b->n_threads)
     for (int t = 0; t < fb->n; t++)
         for (int h = 0; h < n_heads; h++) {
-            size_t off = ((size_t)t * n_heads + h) * head_dim;
-            size_t kvoff = (size_t)(h / group) * head_dim;
-            attend_one(out + off, q + off, (const uint16_t *)kpool + kvoff,
-                       (const uint16_t *)vpool + kvoff, fb->tables + (size_t)fb->seq[t] * fb->max_blocks,
-                       fb->pos[t] + 1, kv_stride, head_dim);
+            const size_t off = ((size_t)t * n_heads + h) * head_dim, col = (size_t)(h / group) * head_dim;
+            const int32_t *table = fb->tables + (size_t)fb->seq[t] * fb->max_blocks;
+            if (kv_type == KV_Q8)
+                attend_one_q8(out + off, q + off, kpool, vpool, table, fb->pos[t] + 1, row_bytes, kv_dim,
+                              (int)col, head_dim);
+            else
+                attend_one(out + off, q + off, (const uint16_t *)kpool + col, (const uint16_t *)vpool + col,
+                           table, fb->pos[t] + 1, kv_dim, head_dim);
         }
 }
 

@@ -266,7 +266,8 @@ QHD void k4_scale_min(int s, uint32_t w0, uint32_t w1, uint32_t w2, int *sc, int
 }
 
 // Elements 32g .. 32g+31 of row r, as floats (elements past cols read 0).
-// The arithmetic is quant.c's q_dequantize_row, term for term.
+// The arithmetic is quant.c's q_dequantize_row, term for term, except that
+// either compiler may contract a multiply-add into an fma (an ulp apart).
 // The scale d, the min m (Q4_1/Q5_1, else 0) and the fifth bits qh
 // (Q5_0/Q5_1, else 0) of 32-element block g, from the scale plane B.
 template <uint32_t T>
@@ -768,6 +769,7 @@ __global__ void k_rope(float *x, int n, int n_heads, int head_dim, const int32_t
     v[b] = fmaf(x0, s, x1 * c);
 }
 
+// fp16 rows: one thread per value (of K and of V).
 __global__ void k_kv_store(__half *__restrict__ kp, __half *__restrict__ vp, const float *__restrict__ k,
                            const float *__restrict__ v, const int32_t *__restrict__ slot, int n, int kv_dim) {
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -775,6 +777,24 @@ __global__ void k_kv_store(__half *__restrict__ kp, __half *__restrict__ vp, con
     const int64_t i = idx / kv_dim, d = idx % kv_dim, row = slot[i];
     kp[row * kv_dim + d] = __float2half_rn(k[idx]);
     vp[row * kv_dim + d] = __float2half_rn(v[idx]);
+}
+
+// q8 rows (backend.h's KV_Q8): one warp per 32-value block of K or V, lane =
+// value; the rounding of quant.c's quant_block_q8 (127/amax, half-even).
+__global__ void k_kv_store_q8(uint8_t *__restrict__ kp, uint8_t *__restrict__ vp, const float *__restrict__ k,
+                              const float *__restrict__ v, const int32_t *__restrict__ slot, int n, int kv_dim,
+                              int64_t row_bytes) {
+    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;  // (token, K|V, block)
+    const int lane = threadIdx.x & 31, nb = kv_dim / 32;
+    if (w >= (int64_t)n * 2 * nb) return;  // whole warps leave together: blockDim is a multiple of 32
+    const int64_t i = w / (2 * nb);
+    const int kvi = (int)(w / nb % 2), j = (int)(w % nb);
+    const float x = (kvi ? v : k)[i * kv_dim + 32 * j + lane];
+    const float amax = warp_max(fabsf(x));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    uint8_t *row = (kvi ? vp : kp) + (int64_t)slot[i] * row_bytes;
+    row[32 * j + lane] = (uint8_t)(int8_t)__float2int_rn(x * id);
+    if (lane == 0) ((__half *)(row + kv_dim))[j] = __float2half_rn(amax / 127.0f);
 }
 
 // ---------------------------------------------------------------------------
@@ -790,7 +810,9 @@ __global__ void k_kv_store(__half *__restrict__ kp, __half *__restrict__ vp, con
 
 typedef struct {
     const float *q;             // [n, n_heads, D]
-    const __half *k, *v;        // pools [rows, kv_dim]
+    const uint8_t *k, *v;       // pools: rows of row_bytes (backend.h's kv_type)
+    int64_t row_bytes;
+    int kv_q8;                  // 1: KV_Q8 rows, 0: fp16
     const int32_t *pos, *seq, *tables;
     int max_blocks;
     int t0, nt;                 // this launch: tokens t0 .. t0+nt-1 of the pass
@@ -802,6 +824,20 @@ typedef struct {
     float *part;                // [nt, n_heads, n_splits, D] split outputs, unnormalized
     float2 *ml;                 // [nt, n_heads, n_splits] (max, sum) of each split
 } attn_args;
+
+// Values col .. col+7 of a pool row as 8 fp16 (q8: d·q rounded to fp16).
+__device__ __forceinline__ uint4 kv_load8(const uint8_t *row, int col, int kv_dim, int q8) {
+    if (!q8) return ld16(row + 2 * col);
+    const uint2 q = *(const uint2 *)(row + col);  // col is a multiple of 8, rows of 16 bytes
+    const float d = __half2float(((const __half *)(row + kv_dim))[col / 32]);
+    uint32_t w[4];
+    for (int i = 0; i < 4; i++) {
+        const uint32_t src = i < 2 ? q.x : q.y, sh = 16 * (i % 2);
+        const __half2 h = __floats2half2_rn(d * (float)(int8_t)(src >> sh), d * (float)(int8_t)(src >> (sh + 8)));
+        w[i] = *(const uint32_t *)&h;
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
     extern __shared__ float4 att_smem4[];
@@ -858,9 +894,10 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
                 const int j = i / P.du, c = i % P.du, p = kt0 + j;
                 uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
                 if (p < p1) {
-                    const int64_t off = kv_row(a.tables, a.max_blocks, sq, p) * a.kv_dim + (int64_t)kvh * D + 8 * c;
-                    kv = ld16(a.k + off);
-                    vv = ld16(a.v + off);
+                    const int64_t off = kv_row(a.tables, a.max_blocks, sq, p) * a.row_bytes;
+                    const int col = kvh * D + 8 * c;
+                    kv = kv_load8(a.k + off, col, a.kv_dim, a.kv_q8);
+                    vv = kv_load8(a.v + off, col, a.kv_dim, a.kv_q8);
                 }
                 uint32_t *kd = (uint32_t *)(ks + j * ld + 8 * c), *vd = (uint32_t *)(vs + j * ld + 8 * c);
                 kd[0] = kv.x, kd[1] = kv.y, kd[2] = kv.z, kd[3] = kv.w;
@@ -1159,6 +1196,7 @@ enum { SCR_ACT, SCR_HALF, SCR_TILE, SCR_ATT, SCR_COUNT };  // scratch buffers
 
 typedef struct {
     int used;
+    int usable;  // 0: this shape's products go to blas_tiles
     cudaDataType_t atype;
     int64_t m, k, lda, ldc;
     cublasLtMatmulAlgo_t algo;
@@ -1172,7 +1210,7 @@ typedef struct {
 #define LT_FNS(X) X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic) \
     X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
     X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) \
-    X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)
+    X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) X(cublasLtMatmulAlgoCheck)
 #define BLAS_DECL(f) decltype(&f) p_##f;  // (cublas_v2.h maps some names to their _v2 symbols)
 typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                      const void *, const void *, cudaDataType, int, const void *, cudaDataType,
@@ -1322,7 +1360,9 @@ static void *cuda_alloc(backend *b, size_t bytes) {
     void *p = NULL;
     if (b->capturing) return b->capture_broken = 1, (void *)NULL;
     if (CK(cudaMalloc(&p, bytes ? bytes : 1))) return NULL;
-    if (CK(cudaMemset(p, 0, bytes))) {
+    // on b->stream: a plain cudaMemset runs on the legacy stream, which the
+    // non-blocking b->stream does not wait for (later writes could be zeroed)
+    if (CK(cudaMemsetAsync(p, 0, bytes, b->stream))) {
         cudaFree(p);
         return NULL;
     }
@@ -1398,12 +1438,15 @@ static int cuda_upload(backend *b, qmat *w, char *err) {
     if (track_weight(b, d)) return cudaFree(d), errf(err, "%s", b->err);
     const uint8_t *src = (const uint8_t *)w->data;
     if (dl_is_raw(w->type, w->cols)) {
-        if (CK(cudaMemcpy(d, src, (size_t)w->rows * w->row_bytes, cudaMemcpyHostToDevice))) return errf(err, "%s", b->err);
+        // on b->stream and waited for (see cuda_alloc)
+        if (CK(cudaMemcpyAsync(d, src, (size_t)w->rows * w->row_bytes, cudaMemcpyHostToDevice, b->stream)) ||
+            stream_sync(b))
+            return errf(err, "%s", b->err);
     } else {
         uint8_t *host = (uint8_t *)calloc(1, L.bytes);
         if (!host) return errf(err, "out of host memory repacking a %s weight (%zu bytes)", qi->name, L.bytes);
         for (int64_t r = 0; r < w->rows; r++) dl_pack_row(w->type, src + (size_t)r * w->row_bytes, w->cols, &L, r, host);
-        const int bad = CK(cudaMemcpy(d, host, L.bytes, cudaMemcpyHostToDevice));
+        const int bad = CK(cudaMemcpyAsync(d, host, L.bytes, cudaMemcpyHostToDevice, b->stream)) || stream_sync(b);
         free(host);
         if (bad) return errf(err, "%s", b->err);
     }
@@ -1479,10 +1522,16 @@ static void cuda_rope(backend *b, float *x, int n, int n_heads, int head_dim, co
 }
 
 static void cuda_kv_store(backend *b, void *kpool, void *vpool, const float *k, const float *v, const fwd_batch *fb,
-                          int kv_dim) {
+                          int kv_dim, int kv_type) {
     act_forget(b);
     const int64_t items = (int64_t)fb->n * kv_dim;
     if (items <= 0) return;
+    if (kv_type == KV_Q8) {  // a warp per 32 values of K or V
+        k_kv_store_q8<<<blocks_for(2 * items, 256), 256, 0, b->stream>>>(
+            (uint8_t *)kpool, (uint8_t *)vpool, k, v, fb->slot, fb->n, kv_dim, (int64_t)kv_row_bytes(KV_Q8, kv_dim));
+        LAUNCHED("k_kv_store_q8");
+        return;
+    }
     k_kv_store<<<blocks_for(items, 256), 256, 0, b->stream>>>((__half *)kpool, (__half *)vpool, k, v, fb->slot,
                                                                fb->n, kv_dim);
     LAUNCHED("k_kv_store");
@@ -1556,15 +1605,34 @@ static const void *act_half(backend *b, const float *x, int n, int64_t cols, int
 // cuBLASLt calls: checked, and a refusal sends the product to blas_tiles.
 #define LT(call) ((call) != CUBLAS_STATUS_SUCCESS)
 
-// The cuBLASLt algorithm for C[m, n] = op(A)ᵀ·B with A [m rows of k] of atype:
-// chosen once per shape (for n = 8 tiles) without split-K reductions, and
-// then used for every n, so a row's sum is the same whatever n is.
-static const cublasLtMatmulAlgo_t *lt_algo(backend *b, cublasLtMatmulDesc_t op, cudaDataType_t at, int64_t m,
-                                           int64_t k, int64_t lda, int64_t ldc) {
+// 1 when cuBLASLt accepts algo for C[m, n] = op(A)ᵀ·B at this n.
+static int lt_check(backend *b, cublasLtMatmulDesc_t op, const cublasLtMatmulAlgo_t *algo, cudaDataType_t at,
+                    int64_t m, int64_t k, int64_t lda, int64_t ldc, int64_t n) {
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    const int ok = !LT(b->api.p_cublasLtMatrixLayoutCreate(&la, at, (uint64_t)k, (uint64_t)m, lda)) &&
+                   !LT(b->api.p_cublasLtMatrixLayoutCreate(&lb, at, (uint64_t)k, (uint64_t)n, k)) &&
+                   !LT(b->api.p_cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldc)) &&
+                   !LT(b->api.p_cublasLtMatmulAlgoCheck(b->lt, op, la, lb, lc, lc, algo, &res)) &&
+                   res.workspaceSize <= LT_WORKSPACE;
+    if (lc) b->api.p_cublasLtMatrixLayoutDestroy(lc);
+    if (lb) b->api.p_cublasLtMatrixLayoutDestroy(lb);
+    if (la) b->api.p_cublasLtMatrixLayoutDestroy(la);
+    return ok;
+}
+
+// The decision for C[m, n] = op(A)ᵀ·B with A [m rows of k] of atype: a
+// cuBLASLt algorithm chosen once per shape (for n = 8 tiles) without split-K
+// reductions and checked at the GEMM's smallest and odd n, then used for
+// every n, so a row's sum is the same whatever n is. The decision is
+// remembered also when no algorithm qualifies (usable 0: blas_tiles), so a
+// shape never switches between the two from one prompt to the next.
+static lt_entry *lt_algo(backend *b, cublasLtMatmulDesc_t op, cudaDataType_t at, int64_t m, int64_t k, int64_t lda,
+                         int64_t ldc) {
     int slot = -1;
     for (int i = 0; i < LT_ALGOS; i++) {
-        const lt_entry *e = &b->lt_cache[i];
-        if (e->used && e->atype == at && e->m == m && e->k == k && e->lda == lda && e->ldc == ldc) return &e->algo;
+        lt_entry *e = &b->lt_cache[i];
+        if (e->used && e->atype == at && e->m == m && e->k == k && e->lda == lda && e->ldc == ldc) return e;
         if (!e->used && slot < 0) slot = i;
     }
     if (slot < 0) slot = (int)((m ^ k) % LT_ALGOS);  // full: replace one
@@ -1594,15 +1662,18 @@ static const cublasLtMatmulAlgo_t *lt_algo(backend *b, cublasLtMatmulDesc_t op, 
     if (lc) b->api.p_cublasLtMatrixLayoutDestroy(lc);
     if (lb) b->api.p_cublasLtMatrixLayoutDestroy(lb);
     if (la) b->api.p_cublasLtMatrixLayoutDestroy(la);
-    if (bad) return NULL;
-    if (nres < 1) return NULL;
+    int usable = !bad && nres >= 1;
+    const int64_t ns[] = {GEMM_MIN, PREFILL_TILE, PREFILL_TILE + GEMM_MIN, n_ref + 1};
+    for (int i = 0; usable && i < 4; i++) usable = lt_check(b, op, &res.algo, at, m, k, lda, ldc, ns[i]);
     lt_entry *e = &b->lt_cache[slot];
-    *e = (lt_entry){1, at, m, k, lda, ldc, res.algo};
-    return &e->algo;
+    *e = (lt_entry){1, usable, at, m, k, lda, ldc, {}};
+    if (usable) e->algo = res.algo;
+    return e;
 }
 
-// C[n, m] (ldc) = B[n, k]·A[m, k]ᵀ with cuBLASLt; -1 when it cannot (the
-// caller falls back to cuBLAS: a cuBLASLt refusal is not a failure).
+// C[n, m] (ldc) = B[n, k]·A[m, k]ᵀ with cuBLASLt; -1 when the shape's
+// decision (lt_algo) is blas_tiles. A refusal by cuBLASLt is not a failure:
+// it makes blas_tiles the shape's decision from then on.
 static int lt_matmul(backend *b, const void *A, cudaDataType_t at, int64_t lda, int64_t m, int64_t k, const void *B,
                      int64_t n, float *C, int64_t ldc) {
     cublasLtMatmulDesc_t op = NULL;
@@ -1616,10 +1687,12 @@ static int lt_matmul(backend *b, const void *A, cudaDataType_t at, int64_t lda, 
         !LT(b->api.p_cublasLtMatrixLayoutCreate(&la, at, (uint64_t)k, (uint64_t)m, lda)) &&
         !LT(b->api.p_cublasLtMatrixLayoutCreate(&lb, at, (uint64_t)k, (uint64_t)n, k)) &&
         !LT(b->api.p_cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldc))) {
-        const cublasLtMatmulAlgo_t *algo = lt_algo(b, op, at, m, k, lda, ldc);
-        if (algo && !LT(b->api.p_cublasLtMatmul(b->lt, op, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, b->blas_ws,
-                                       LT_WORKSPACE, b->stream)))
+        lt_entry *e = lt_algo(b, op, at, m, k, lda, ldc);
+        if (e->usable && !LT(b->api.p_cublasLtMatmul(b->lt, op, &one, A, la, B, lb, &zero, C, lc, C, lc, &e->algo,
+                                                     b->blas_ws, LT_WORKSPACE, b->stream)))
             rc = 0;
+        else
+            e->usable = 0;
     }
     if (lc) b->api.p_cublasLtMatrixLayoutDestroy(lc);
     if (lb) b->api.p_cublasLtMatrixLayoutDestroy(lb);
@@ -1744,12 +1817,12 @@ static void launch_attention(backend *b, attn_args a, int t0, int nt, int tq) {
 }
 
 static void cuda_attention(backend *b, float *out, const float *q, const void *kpool, const void *vpool,
-                           const fwd_batch *fb, int n_heads, int n_kv_heads, int head_dim) {
+                           const fwd_batch *fb, int n_heads, int n_kv_heads, int head_dim, int kv_type) {
     act_forget(b);
     if (fb->n <= 0) return;
-    if (head_dim % 8 || head_dim > ATT_DMAX || n_kv_heads <= 0 || n_heads % n_kv_heads) {
-        fail(b, "attention: head_dim %d with %d/%d heads: the CUDA kernel takes head_dim a multiple of 8 up to %d",
-             head_dim, n_heads, n_kv_heads, ATT_DMAX);
+    if (head_dim % (kv_type == KV_Q8 ? 32 : 8) || head_dim > ATT_DMAX || n_kv_heads <= 0 || n_heads % n_kv_heads) {
+        fail(b, "attention: head_dim %d with %d/%d heads: the CUDA kernel takes head_dim a multiple of 8 (q8 KV: "
+             "32) up to %d", head_dim, n_heads, n_kv_heads, ATT_DMAX);
         return;
     }
     const int capacity = fb->max_blocks * KV_BLOCK;
@@ -1761,7 +1834,8 @@ static void cuda_attention(backend *b, float *out, const float *q, const void *k
     const int cap_splits = att_splits_of(capacity, a.P.chunk);
     const int len_splits = att_splits_of(fb->max_len > 0 ? fb->max_len : capacity, a.P.chunk);
     a.n_splits = fb->n <= MMV_MAX || len_splits > cap_splits ? cap_splits : len_splits;
-    a.q = q, a.k = (const __half *)kpool, a.v = (const __half *)vpool;
+    a.q = q, a.k = (const uint8_t *)kpool, a.v = (const uint8_t *)vpool;
+    a.kv_q8 = kv_type == KV_Q8, a.row_bytes = (int64_t)kv_row_bytes(kv_type, n_kv_heads * head_dim);
     a.pos = fb->pos, a.seq = fb->seq, a.tables = fb->tables, a.max_blocks = fb->max_blocks;
     a.n_heads = n_heads, a.D = head_dim, a.kv_dim = n_kv_heads * head_dim;
     a.scale = 1.0f / sqrtf((float)head_dim);

@@ -6,12 +6,13 @@
 
 #include "util.h"
 
-int kv_init(kvcache *kv, const backend_ops *ops, backend *be, int n_layers, int kv_dim, int n_ctx,
+int kv_init(kvcache *kv, const backend_ops *ops, backend *be, int n_layers, int kv_dim, int type, int n_ctx,
             int max_seqs, int n_blocks, char *err) {
     const int max_blocks = kv_blocks_for(n_ctx);
     if (n_blocks <= 0) n_blocks = max_seqs * max_blocks;
-    *kv = (kvcache){.ops = ops, .be = be, .n_layers = n_layers, .kv_dim = kv_dim, .n_ctx = n_ctx,
-                    .max_blocks = max_blocks, .n_blocks = n_blocks, .max_seqs = max_seqs};
+    *kv = (kvcache){.ops = ops, .be = be, .n_layers = n_layers, .kv_dim = kv_dim, .type = type,
+                    .row_bytes = kv_row_bytes(type, kv_dim), .n_ctx = n_ctx, .max_blocks = max_blocks,
+                    .n_blocks = n_blocks, .max_seqs = max_seqs};
     kv->k = calloc((size_t)n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)n_layers, sizeof *kv->v);
     kv->ref = calloc((size_t)n_blocks, sizeof *kv->ref);
@@ -26,14 +27,15 @@ int kv_init(kvcache *kv, const backend_ops *ops, backend *be, int n_layers, int 
     for (int s = 0; s < max_seqs; s++) kv->seqs[s].table = tables + (size_t)s * max_blocks;
     for (int i = 0; i < n_blocks; i++) kv->free[i] = n_blocks - 1 - i;  // block 0 is taken first
     kv->n_free = n_blocks;
-    size_t bytes = (size_t)n_blocks * KV_BLOCK * kv_dim * sizeof(uint16_t);  // fp16
+    size_t bytes = (size_t)n_blocks * KV_BLOCK * kv->row_bytes;
     for (int l = 0; l < n_layers; l++) {
         kv->k[l] = ops->alloc(be, bytes);
         kv->v[l] = ops->alloc(be, bytes);
         if (!kv->k[l] || !kv->v[l]) {
             kv_free(kv);
-            return errf(err, "cannot allocate the KV cache (%d layers x %d blocks x %d positions x %d, "
-                        "%.1f MiB)", n_layers, n_blocks, KV_BLOCK, kv_dim, 2.0 * n_layers * bytes / (1 << 20));
+            return errf(err, "cannot allocate the KV cache (%d layers x %d blocks x %d positions x %zu bytes, "
+                        "%.1f MiB: lower -c or --kv-mem%s)", n_layers, n_blocks, KV_BLOCK, kv->row_bytes,
+                        2.0 * n_layers * bytes / (1 << 20), type == KV_Q8 ? "" : ", or use --kv q8");
         }
     }
     return 0;
@@ -54,7 +56,7 @@ void kv_free(kvcache *kv) {
 }
 
 size_t kv_bytes(const kvcache *kv) {
-    return 2 * (size_t)kv->n_layers * kv->n_blocks * KV_BLOCK * kv->kv_dim * sizeof(uint16_t);
+    return 2 * (size_t)kv->n_layers * kv->n_blocks * KV_BLOCK * kv->row_bytes;
 }
 
 int kv_seq_new(kvcache *kv) {
@@ -99,8 +101,8 @@ void kv_truncate(kvcache *kv, int s, int len) {
 // Gives block index i of q a private copy of its shared block (every layer's
 // K and V rows, through host memory: this happens once per divergence).
 static int copy_on_write(kvcache *kv, kv_seq *q, int i, char *err) {
-    const size_t bytes = (size_t)KV_BLOCK * kv->kv_dim * sizeof(uint16_t);
-    uint16_t *buf = malloc(bytes);
+    const size_t bytes = (size_t)KV_BLOCK * kv->row_bytes;
+    uint8_t *buf = malloc(bytes);
     if (!buf) return errf(err, "out of memory");
     int32_t old = q->table[i], b = kv->free[--kv->n_free];
     for (int l = 0; l < kv->n_layers; l++)

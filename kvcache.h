@@ -1,8 +1,8 @@
 // kvcache.h — the paged key/value cache: a block pool shared by sequences.
 //
 // Each layer's K and V are pools of n_blocks blocks of KV_BLOCK positions
-// ([n_blocks * KV_BLOCK, kv_dim] fp16, what llama.cpp keeps, so attention
-// rounds the same way), in backend memory. A sequence is a length and a
+// (n_blocks * KV_BLOCK rows of backend.h's kv_type: fp16, what llama.cpp
+// keeps, so attention rounds the same way, or q8), in backend memory. A sequence is a length and a
 // block table; blocks are taken from the free list as it grows and returned
 // when it shrinks or ends. Sequences that share a prompt prefix share its
 // blocks (reference counts); a shared block is copied before a sequence
@@ -25,10 +25,12 @@ typedef struct {
     backend *be;
     int n_layers;
     int kv_dim;       // n_kv_heads * head_dim
+    int type;         // enum kv_type
+    size_t row_bytes; // kv_row_bytes(type, kv_dim)
     int n_ctx;        // positions one sequence may hold
     int max_blocks;   // blocks one sequence may hold: ceil(n_ctx / KV_BLOCK)
     int n_blocks;     // blocks in the pool
-    void **k, **v;    // [n_layers] → fp16 [n_blocks * KV_BLOCK, kv_dim]
+    void **k, **v;    // [n_layers] → [n_blocks * KV_BLOCK] rows of row_bytes
     int32_t *ref;     // [n_blocks] sequences holding each block (0: free)
     int32_t *free;    // [n_blocks] stack of free block ids
     int n_free;
@@ -38,7 +40,7 @@ typedef struct {
 
 // A pool of n_blocks blocks (0: enough for max_seqs full sequences) for up
 // to max_seqs sequences of n_ctx positions each. No sequence exists yet.
-int kv_init(kvcache *kv, const backend_ops *ops, backend *be, int n_layers, int kv_dim, int n_ctx,
+int kv_init(kvcache *kv, const backend_ops *ops, backend *be, int n_layers, int kv_dim, int type, int n_ctx,
             int max_seqs, int n_blocks, char *err);
 void kv_free(kvcache *kv);
 size_t kv_bytes(const kvcache *kv);  // backend bytes held by the pools

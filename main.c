@@ -59,6 +59,7 @@ typedef struct {
     int n_seqs;             // batch: sequences the model holds (0: 1)
     size_t kv_mem;          // batch: --kv-mem, bytes of the KV pool (0: n_seqs full contexts)
     int device;             // DEVICE_AUTO, or --cpu / --gpu
+    int kv_type;            // --kv: KV_F16 or KV_Q8
 } options;
 
 enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU };  // options.device
@@ -113,6 +114,9 @@ static void usage(FILE *out) {
         "  -t, --threads N        CPU threads (default: all cores)\n"
         "      --cpu              run on the CPU even when a CUDA GPU is present\n"
         "      --gpu              run on the CUDA GPU; fail when there is none\n"
+        "      --kv TYPE          KV cache type: f16 (default) or q8 (about half the memory and\n"
+        "                         the KV reads of a long-context decode step; the model's and\n"
+        "                         the draft's head size must be a multiple of 32)\n"
         "      --temp T           temperature; 0 is greedy (default 0.8)\n"
         "      --top-k K          keep the K most likely tokens; 0 off (default 40)\n"
         "      --top-p P          keep the smallest set with probability >= P; 1 off (default 0.95)\n"
@@ -207,6 +211,11 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) o->n_threads = (int)parse_int(a, ARG(), 0, 1024);
         else if (!strcmp(a, "--cpu")) o->device = DEVICE_CPU;
         else if (!strcmp(a, "--gpu")) o->device = DEVICE_GPU;
+        else if (!strcmp(a, "--kv")) {
+            const char *v = ARG();
+            if (strcmp(v, "f16") && strcmp(v, "q8")) die("option --kv: expected f16 or q8, got '%s'", v);
+            o->kv_type = !strcmp(v, "q8") ? KV_Q8 : KV_F16;
+        }
         else if (!strcmp(a, "--temp")) o->sp.temp = parse_float(a, ARG(), 0, 100);
         else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_int(a, ARG(), 0, 1 << 30);
         else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(a, ARG(), 0, 1);
@@ -323,7 +332,7 @@ static model *load_model_on(const options *o, char why[ERR_LEN]) {
     model *m;
     if (!o->model) die("no model: give one with -m FILE.gguf (see quill --help)");
     model_opts mo = {.ops = pick_backend(o, why), .n_threads = o->n_threads, .n_ctx = o->n_ctx,
-                     .n_seqs = o->n_seqs, .kv_mem = o->kv_mem};
+                     .n_seqs = o->n_seqs, .kv_mem = o->kv_mem, .kv_type = o->kv_type};
     if (model_load(&m, o->model, &mo, err)) die("%s", err);
     return m;
 }
@@ -473,7 +482,8 @@ static spec *spec_start(const options *o, model *m, model **draft) {
     if (o->draft && o->lookup) die("--draft and --lookup are two ways of drafting: give one");
     if (o->draft) {
         char why[ERR_LEN];
-        model_opts mo = {.ops = pick_backend(o, why), .n_threads = o->n_threads, .n_ctx = model_ctx(m)};
+        model_opts mo = {.ops = pick_backend(o, why), .n_threads = o->n_threads, .n_ctx = model_ctx(m),
+                         .kv_type = o->kv_type};
         if (model_load(draft, o->draft, &mo, err)) die("%s", err);
     }
     if (spec_new(&sd, m, *draft, &o->sp, &o->spec, err)) die("%s: %s", o->draft ? o->draft : "--lookup", err);
@@ -713,8 +723,7 @@ static int cmd_bench(int argc, char **argv) {
     }
     double t_dec = now_sec() - t;
     // bytes one decode step reads: the weights, plus K and V of every earlier position
-    double kv_pos_bytes = 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * sizeof(uint16_t);
-    double step_bytes = (double)model_weight_bytes(m) + kv_pos_bytes * (P + N / 2.0);
+    double step_bytes = (double)model_weight_bytes(m) + (double)model_kv_bytes(m, 1) * (P + N / 2.0);
     double pre_flops = layer_flops(c) * P + 2.0 * c->dim * c->n_vocab;
     if (device) {
         printf("device memory bandwidth (measured, device-to-device copy): %.1f GB/s\n", bw / 1e9);

@@ -272,7 +272,11 @@ static int init_context(model *m, const model_opts *o, char *err) {
     if (ctx <= 0 || (o->n_ctx <= 0 && ctx > DEFAULT_CTX)) ctx = DEFAULT_CTX;
     if (ctx > (1 << 24)) return errf(err, "context of %d tokens is too large", ctx);
     const int n_seqs = o->n_seqs > 0 ? o->n_seqs : 1, kv_dim = m->cfg.n_kv_heads * m->cfg.head_dim;
-    const size_t block_bytes = 2 * (size_t)m->cfg.n_layers * KV_BLOCK * kv_dim * sizeof(uint16_t);
+    if (o->kv_type != KV_F16 && o->kv_type != KV_Q8) return errf(err, "unknown KV cache type %d", o->kv_type);
+    if (o->kv_type == KV_Q8 && m->cfg.head_dim % 32)
+        return errf(err, "a q8 KV cache needs a head size that is a multiple of 32 (this model's is %d)",
+                    m->cfg.head_dim);
+    const size_t block_bytes = 2 * (size_t)m->cfg.n_layers * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim);
     const size_t n_blocks = o->kv_mem ? o->kv_mem / block_bytes : 0;
     if (o->kv_mem && n_blocks < 1)
         return errf(err, "a KV pool of %zu bytes holds no block (one block of %d positions is %zu bytes)",
@@ -280,7 +284,7 @@ static int init_context(model *m, const model_opts *o, char *err) {
     if (n_blocks > (1u << 30)) return errf(err, "a KV pool of %zu bytes is too large", o->kv_mem);
     m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
     if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
-    if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, kv_dim, ctx, n_seqs, (int)n_blocks, err))
+    if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err))
         return -1;
     m->tables_rows = m->n_batch < n_seqs ? m->n_batch : n_seqs;
     if (kv_seq_new(&m->kv) != 0) return errf(err, "cannot create the first sequence");
@@ -347,8 +351,8 @@ static void attention_block(model *m, const layer_weights *L, int l, int n) {
     }
     o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &c->rope);
     o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &c->rope);
-    o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, &m->fb, kvd);
-    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd);
+    o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, &m->fb, kvd, m->kv.type);
+    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd, m->kv.type);
     o->matmul(b, m->xb, &L->wo, m->att, n, joint);
     o->add(b, m->x, m->xb, (size_t)n * c->dim);
 }
@@ -575,39 +579,39 @@ void model_seq_rewind(model *m, int s, int len) { kv_truncate(&m->kv, s, len); }
 void model_seq_share(model *m, int dst, int src, int len) { kv_seq_share(&m->kv, dst, src, len); }
 int model_kv_room(const model *m) { return m->kv.n_free * KV_BLOCK; }
 
-size_t model_kv_bytes(const model *m, int n) {
-    return 2 * (size_t)m->cfg.n_layers * n * m->kv.kv_dim * sizeof(uint16_t);
-}
+int model_kv_type(const model *m) { return m->kv.type; }
+
+size_t model_kv_bytes(const model *m, int n) { return 2 * (size_t)m->cfg.n_layers * n * m->kv.row_bytes; }
 
 // Copies positions [0, n) of sequence 0 between the pools and planes of
 // `stride` positions laid out as model_kv_export documents, one block's run
 // of rows at a time.
-static void kv_copy(model *m, int n, uint16_t *buf, int stride, int export) {
-    const size_t row = (size_t)m->kv.kv_dim, plane = (size_t)stride * row;
+static void kv_copy(model *m, int n, uint8_t *buf, int stride, int export) {
+    const size_t row = m->kv.row_bytes, plane = (size_t)stride * row;
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int kvi = 0; kvi < 2; kvi++) {
-            uint16_t *pool = kvi ? m->kv.v[l] : m->kv.k[l], *p = buf + (2 * (size_t)l + kvi) * plane;
+            uint8_t *pool = kvi ? m->kv.v[l] : m->kv.k[l], *p = buf + (2 * (size_t)l + kvi) * plane;
             for (int j = 0; j < n; j += KV_BLOCK) {
-                size_t bytes = sizeof(uint16_t) * row * (size_t)(n - j < KV_BLOCK ? n - j : KV_BLOCK);
-                uint16_t *dev = pool + (size_t)kv_slot(&m->kv, 0, j) * row;
+                size_t bytes = row * (size_t)(n - j < KV_BLOCK ? n - j : KV_BLOCK);
+                uint8_t *dev = pool + (size_t)kv_slot(&m->kv, 0, j) * row;
                 if (export) m->ops->to_host(m->be, p + j * row, dev, bytes);
                 else m->ops->to_device(m->be, dev, p + j * row, bytes);
             }
         }
 }
 
-int model_kv_export(model *m, int n, uint16_t *dst, char *err) {
+int model_kv_export(model *m, int n, void *dst, char *err) {
     if (n < 0 || n > model_len(m)) return errf(err, "cannot export %d positions: the cache holds %d", n, model_len(m));
     kv_copy(m, n, dst, n, 1);
     return 0;
 }
 
-int model_kv_import(model *m, int n, const uint16_t *src, int stride, char *err) {
+int model_kv_import(model *m, int n, const void *src, int stride, char *err) {
     if (n < 0 || n > m->kv.n_ctx || stride < n)
         return errf(err, "cannot import %d positions (stride %d): the context holds %d", n, stride, m->kv.n_ctx);
     kv_truncate(&m->kv, 0, 0);
     if (kv_reserve(&m->kv, 0, n, err)) return -1;
-    kv_copy(m, n, (uint16_t *)src, stride, 0);
+    kv_copy(m, n, (uint8_t *)src, stride, 0);
     m->kv.seqs[0].len = n;
     return 0;
 }

@@ -37,6 +37,7 @@ typedef struct {
     int n_ctx;       // positions per sequence; 0: from metadata
     int n_seqs;      // sequences that can be live at once; 0: 1
     size_t kv_mem;   // bytes of the KV pool; 0: room for n_seqs full contexts
+    int kv_type;     // enum kv_type (backend.h): KV_F16 (0) or KV_Q8
 } model_opts;
 
 int model_load(model **out, const char *path, const model_opts *o, char *err);
@@ -72,13 +73,15 @@ int model_len(const model *m);   // positions in the KV cache: the next token go
 int model_ctx(const model *m);   // capacity of a sequence in positions
 // Forgets cached positions >= len (speculative rollback, chat edits, re-runs).
 void model_rewind(model *m, int len);
-// The fp16 K and V of cached positions [0, n), as
-// [n_layers][2 (K, V)][n][n_kv_heads * head_dim] uint16 (see model_kv_bytes).
+// The KV cache's element type (enum kv_type).
+int model_kv_type(const model *m);
+// The K and V of cached positions [0, n), as [n_layers][2 (K, V)][n] pool
+// rows (backend.h's kv_row_bytes each; model_kv_bytes in all).
 size_t model_kv_bytes(const model *m, int n);
-int model_kv_export(model *m, int n, uint16_t *dst, char *err);
+int model_kv_export(model *m, int n, void *dst, char *err);
 // Replaces the cache with n positions read from model_kv_export's layout of
 // `stride` >= n positions (so a prefix of a longer export can be restored).
-int model_kv_import(model *m, int n, const uint16_t *src, int stride, char *err);
+int model_kv_import(model *m, int n, const void *src, int stride, char *err);
 
 // ---- Several sequences in one pass (batched generation) --------------------
 

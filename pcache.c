@@ -172,7 +172,7 @@ static void backend_identity(model *m, char out[PC_BACKEND_LEN + 1]) {
 static void expected_header(model *m, const char *model_path, int n, pc_header *h) {
     const gguf_file *f = model_gguf(m);
     const model_config *c = model_cfg(m);
-    *h = (pc_header){.version = PCACHE_VERSION, .kv_type = PCACHE_KV_F16, .model_id = model_identity(f),
+    *h = (pc_header){.version = PCACHE_VERSION, .kv_type = model_kv_type(m) == KV_Q8 ? PCACHE_KV_Q8 : PCACHE_KV_F16, .model_id = model_identity(f),
                      .model_size = f->size, .n_layers = (uint32_t)c->n_layers,
                      .n_kv_heads = (uint32_t)c->n_kv_heads, .head_dim = (uint32_t)c->head_dim,
                      .n_tokens = (uint32_t)n, .codec = PCACHE_CODEC_ZSTD};
@@ -212,38 +212,38 @@ static void big_free(bigbuf *b) {
 
 // ---- the payload: zstd ---------------------------------------------------------
 
-// Compresses kv ([n] fp16) into out, a zstd frame of *out_len bytes with its
-// content size and content checksum. The fp16 values go in as they are: split
+// Compresses kv (n bytes) into out, a zstd frame of *out_len bytes with its
+// content size and content checksum. fp16 values go in as they are: split
 // into low and high byte planes they compressed no better (1B-shaped synthetic
 // model: 90.0% of the raw size either way; stories260K 88.4% vs 88.5%;
 // tinystories-656K 81.8% vs 79.3%) and took longer.
-static int compress_kv(const uint16_t *kv, size_t n, bigbuf *out, size_t *out_len, char *err) {
+static int compress_kv(const void *kv, size_t n, bigbuf *out, size_t *out_len, char *err) {
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     if (!cc) return errf(err, "out of memory for zstd");
-    if (big_alloc(out, ZSTD_compressBound(2 * n), err)) return ZSTD_freeCCtx(cc), -1;
+    if (big_alloc(out, ZSTD_compressBound(n), err)) return ZSTD_freeCCtx(cc), -1;
     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, PC_ZSTD_LEVEL);
     ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 1 && 2 * n >= ((size_t)4 << 20))  // threads pay off from a few MiB; a libzstd without them ignores this
+    if (cores > 1 && n >= ((size_t)4 << 20))  // threads pay off from a few MiB; a libzstd without them ignores this
         ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, cores < 8 ? (int)cores : 8);
-    size_t r = ZSTD_compress2(cc, out->p, out->size, kv, 2 * n);
+    size_t r = ZSTD_compress2(cc, out->p, out->size, kv, n);
     ZSTD_freeCCtx(cc);
     if (ZSTD_isError(r)) return big_free(out), errf(err, "zstd: %s", ZSTD_getErrorName(r));
     *out_len = r;
     return 0;
 }
 
-// Decompresses a payload that must hold exactly n fp16 values into kv.
-static int decompress_kv(const uint8_t *p, size_t len, uint16_t *kv, size_t n, char *err) {
+// Decompresses a payload that must hold exactly n bytes into kv.
+static int decompress_kv(const uint8_t *p, size_t len, void *kv, size_t n, char *err) {
     unsigned long long content = ZSTD_getFrameContentSize(p, len);
-    if (content != 2 * (unsigned long long)n)
+    if (content != (unsigned long long)n)
         return errf(err, "corrupt payload (its zstd frame holds %s, expected %zu bytes of KV)",
                     content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ? "no size" : "another size",
-                    2 * n);
+                    n);
     if (ZSTD_findFrameCompressedSize(p, len) != len)
         return errf(err, "corrupt payload (the zstd frame does not span it exactly)");
-    size_t r = ZSTD_decompress(kv, 2 * n, p, len);  // also checks zstd's content checksum
-    if (ZSTD_isError(r) || r != 2 * n)
+    size_t r = ZSTD_decompress(kv, n, p, len);  // also checks zstd's content checksum
+    if (ZSTD_isError(r) || r != n)
         return errf(err, "corrupt payload (zstd: %s)", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short frame");
     return 0;
 }
@@ -306,7 +306,7 @@ int pcache_save(const char *path, model *m, const char *model_path, const int32_
     bigbuf kv, payload;
     size_t plen = 0;
     if (big_alloc(&kv, model_kv_bytes(m, n), err)) return -1;
-    if (model_kv_export(m, n, kv.p, err) || compress_kv(kv.p, kv.size / 2, &payload, &plen, err)) {
+    if (model_kv_export(m, n, kv.p, err) || compress_kv(kv.p, kv.size, &payload, &plen, err)) {
         big_free(&kv);
         return -1;
     }
@@ -341,10 +341,14 @@ static int read_header(const uint8_t *b, uint64_t size, pc_header *h, char *err)
     return 0;
 }
 
+static const char *kv_type_name(uint32_t t) {
+    return t == PCACHE_KV_F16 ? "f16" : t == PCACHE_KV_Q8 ? "q8" : "unknown";
+}
+
 // Checks the header's identity fields against this model and the sizes against the file.
 static int check_header(const pc_header *h, const pc_header *want, model *m, uint64_t size, char *err) {
     if (h->kv_type != want->kv_type)
-        return errf(err, "KV type %s, this run uses f16", h->kv_type == PCACHE_KV_F16 ? "f16" : "unknown");
+        return errf(err, "KV type %s, this run uses %s (--kv)", kv_type_name(h->kv_type), kv_type_name(want->kv_type));
     if (h->model_id != want->model_id || h->model_size != want->model_size)
         return errf(err, "written for another model (%s)", h->model_name[0] ? h->model_name : "unnamed");
     if (strcmp(h->backend, want->backend))
@@ -387,7 +391,7 @@ static int restore_payload(const uint8_t *b, const pc_header *h, model *m, int k
     if (pc_hash64(p, plen, 0) != h->payload_hash) return errf(err, "corrupt payload (checksum mismatch)");
     bigbuf kv;
     if (big_alloc(&kv, model_kv_bytes(m, (int)h->n_tokens), err)) return -1;
-    int rc = decompress_kv(p, plen, kv.p, kv.size / 2, err);
+    int rc = decompress_kv(p, plen, kv.p, kv.size, err);
     if (!rc) {
         char e2[ERR_LEN];
         rc = model_kv_import(m, k, kv.p, (int)h->n_tokens, e2);

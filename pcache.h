@@ -8,7 +8,7 @@
 //   offset size
 //      0    8  magic "QUILLPC\n"
 //      8    4  u32 version (PCACHE_VERSION; a larger one is "a future version")
-//     12    4  u32 KV type: 1 = fp16 (PCACHE_KV_F16)
+//     12    4  u32 KV type: 1 = fp16 (PCACHE_KV_F16), 2 = q8 (PCACHE_KV_Q8: backend.h's KV_Q8 rows)
 //     16    8  u64 model identity (see pcache.c: model_identity)
 //     24    8  u64 model file size in bytes
 //     32    4  u32 n_layers
@@ -28,8 +28,9 @@
 //              other field but magic and version is believed
 //    192       i32 ids[n_tokens]
 //              payload: one zstd frame whose content is model_kv_export's layout,
-//              [n_layers][2 (K, V)][n_tokens][n_kv_heads * head_dim] fp16, with its
-//              content size and content checksum set
+//              [n_layers][2 (K, V)][n_tokens] pool rows (fp16: n_kv_heads * head_dim
+//              values; q8: see backend.h's kv_row_bytes), with its content size and
+//              content checksum set
 // The file is exactly 192 + 4 * n_tokens + payload bytes long.
 //
 // pc_hash64 (seed s, bytes p[0..len)): four 64-bit lanes, lane i starting at
@@ -49,6 +50,7 @@
 
 #define PCACHE_VERSION 1
 #define PCACHE_KV_F16 1
+#define PCACHE_KV_Q8 2
 #define PCACHE_CODEC_ZSTD 1
 #define PCACHE_HEADER_BYTES 192
 

@@ -393,6 +393,11 @@ static float quant_block_q8(const float *x, int8_t q[32], int *sum) {
 #endif
 }
 
+uint16_t q8_0_block(const float *x, int8_t q[32]) {
+    int sum;
+    return f32_to_fp16(quant_block_q8(x, q, &sum));
+}
+
 // Q8_K of one super-block as llama.cpp's quantize_row_q8_K_ref: scaled by
 // the signed element of largest magnitude (the first such), rounded half-even,
 // clamped to 127. Returns d (0 for an all-zero block, q all 0).

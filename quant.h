@@ -48,6 +48,9 @@ uint16_t f32_to_bf16(float f);
 
 // dst[0..n) = the n elements of a row of `type` (n a multiple of the block).
 void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+// One block of 32 values as ggml's x86 quantize_row_q8_0 (the q8 KV cache's
+// rounding): q = round-half-even(x·127/amax); returns d = amax/127 as fp16.
+uint16_t q8_0_block(const float *x, int8_t q[32]);
 
 // Activation quantization for multiplying with weights of type wtype:
 // q_act_row_bytes is the size of one quantized activation row of n elements,

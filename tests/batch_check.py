@@ -42,6 +42,20 @@ def write_mix(path):
             f.write(json.dumps(r) + "\n")
 
 
+def lossy(b):
+    """b as text, each byte that is not part of valid UTF-8 replaced by U+FFFD (as
+    quill batch writes its JSON strings)."""
+    out = []
+    while b:
+        try:
+            out.append(b.decode())
+            break
+        except UnicodeDecodeError as e:
+            out += [b[:e.start].decode(), "\ufffd"]
+            b = b[e.start + 1:]
+    return "".join(out)
+
+
 def alone(quill, model, inp, out, extra):
     with open(inp) as f, open(out, "w") as g:
         for line in f:
@@ -52,9 +66,9 @@ def alone(quill, model, inp, out, extra):
                 args += ["--stop", s]
             p = subprocess.run(args + ["--", r["prompt"]], capture_output=True, check=True)
             # stdout: the text, then the stats JSON line (written to /dev/stdout at exit)
-            text, _, stats = p.stdout.decode().rpartition("{")
-            st = json.loads("{" + stats)
-            g.write(json.dumps({"id": r["id"], "text": text, "tokens": st["generated_tokens"],
+            text, _, stats = p.stdout.rpartition(b"{")
+            st = json.loads(b"{" + stats)
+            g.write(json.dumps({"id": r["id"], "text": lossy(text), "tokens": st["generated_tokens"],
                                 "finish_reason": st["finish_reason"],
                                 "prompt_tokens": st["prompt_tokens"]}) + "\n")
 

@@ -122,7 +122,7 @@ def check(path, want_ids=None, model=None, quiet=False):
         return "payload is %d bytes, header says %d" % (len(payload), h["payload_bytes"])
     if pc_hash64(payload) != h["payload_hash"]:
         return "payload hash mismatch"
-    if h["kv_type"] != 1 or h["codec"] != 1:
+    if h["kv_type"] not in (1, 2) or h["codec"] != 1:
         return "kv_type %d codec %d" % (h["kv_type"], h["codec"])
     # the zstd frame must carry a content checksum: bit 2 of the frame header descriptor
     if payload[:4] != b"\x28\xb5\x2f\xfd" or not payload[4] & 4:
@@ -130,7 +130,10 @@ def check(path, want_ids=None, model=None, quiet=False):
     raw = subprocess.run(["zstd", "-d", "-c", "-q"], input=payload, capture_output=True)
     if raw.returncode:
         return "zstd -d failed: " + raw.stderr.decode()
-    expect = h["n_layers"] * 2 * n * h["n_kv_heads"] * h["head_dim"] * 2
+    kvd = h["n_kv_heads"] * h["head_dim"]
+    # a row: fp16 values (1), or int8 values, an fp16 scale per 32 and padding to 16 bytes (2: q8)
+    row = 2 * kvd if h["kv_type"] == 1 else (kvd + kvd // 16 + 15) // 16 * 16
+    expect = h["n_layers"] * 2 * n * row
     if len(raw.stdout) != expect:
         return "payload decompresses to %d bytes, expected %d" % (len(raw.stdout), expect)
     ids = list(struct.unpack("<%di" % n, ids_b))

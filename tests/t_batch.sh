@@ -20,6 +20,13 @@ done
 q --parallel 4 --chunk 64 --unordered -i "$tmp/mix.jsonl" >"$tmp/got_c64.jsonl"
 check "--chunk 64 --unordered: the same records" $C same "$tmp/want.jsonl" "$tmp/got_c64.jsonl" --any-order
 
+# a q8 KV cache (--kv q8) on a synthetic llama (head size 64): the same invariance
+MQ="$SHARED/models/gguf/synth-llama-Q8_0.gguf"
+$C alone "$QUILL" "$MQ" "$tmp/mix.jsonl" "$tmp/want_q8.jsonl" -c 512 --kv q8
+"$QUILL" batch -m "$MQ" -c 512 --temp 0 -q --kv q8 --parallel 4 --chunk 64 -i "$tmp/mix.jsonl" -o "$tmp/got_q8.jsonl"
+check "--kv q8 --parallel 4 --chunk 64: every record equals its prompt run alone" \
+    $C same "$tmp/want_q8.jsonl" "$tmp/got_q8.jsonl"
+
 # the shared system prompt (> 128 tokens) of records r0, r3, r6, r9, r12 is prefilled once
 shared() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["shared_prefix_tokens"])' "$1"; }
 computed() { $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["prompt_tokens"]-s["prefill_tokens"])' "$1"; }

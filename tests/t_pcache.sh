@@ -127,6 +127,17 @@ if [ -f "$MS" ]; then
         cached_is "$(common "$("$QUILL" tokenize -m "$MS" --ids "$PA")" "$("$QUILL" tokenize -m "$MS" --ids "$PB")")"
     s --prompt-cache "$tmp/cs.bin" "$PB" >"$tmp/out"
     check "synthetic Q4_K_M, same prompt: same output" same_as refB
+    # a q8 KV cache (--kv q8): the same, and an fp16 run refuses its file
+    s --kv q8 "$PB" >"$tmp/refQ"
+    s --kv q8 --prompt-cache "$tmp/cq.bin" "$PA" >/dev/null
+    s --kv q8 --prompt-cache "$tmp/cq.bin" "$PB" >"$tmp/out"
+    check "synthetic Q4_K_M, q8 KV, extended prompt: same output" same_as refQ
+    check "synthetic Q4_K_M, q8 KV: the prefix was cached" \
+        cached_is "$(common "$("$QUILL" tokenize -m "$MS" --ids "$PA")" "$("$QUILL" tokenize -m "$MS" --ids "$PB")")"
+    check "synthetic Q4_K_M, q8 KV: the file is valid" $PF check "$tmp/cq.bin" --model "$MS"
+    "$QUILL" -m "$MS" --temp 0 -n 32 --prompt-cache "$tmp/cq.bin" "$PB" >"$tmp/out" 2>"$tmp/err" </dev/null
+    check "synthetic Q4_K_M, a q8 cache in an fp16 run: one warning, the fp16 output" \
+        all "one_warning 'KV type q8, this run uses f16'" "same_as refB"
 else
     echo "skip the synthetic model: $MS not found"
 fi

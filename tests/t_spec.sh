@@ -10,7 +10,7 @@
 #   tinystories-656K drafted by a Q4_0 copy (models/convert.py --type);
 #   every ../shared/models/gguf/synth-* drafted by another quantization of the same
 #   weights (a shared file, or tests/requant.py);
-#   --lookup on repetitive prompts.
+#   --lookup on repetitive prompts; a pair with q8 KV caches (--kv q8).
 # Also: a draft with another vocabulary (size, or one token) is a one-line error;
 # sampling with a draft is reproducible per seed. The exactness of sampling in
 # law is tests/test_spec.c's.
@@ -86,6 +86,9 @@ same "synth-qwen3 Q4_K_M + Q4_0" "$G/synth-qwen3-Q4_K_M.gguf" "$F 3 --draft $tmp
 same "synth-llama Q4_K_M + Q4_0, fixed K 8" "$G/synth-llama-Q4_K_M.gguf" \
     "$F 8 --draft $G/synth-llama-Q4_0.gguf" -n 128 "def main():"
 same "synth-qwen3 Q4_K_M + Q4_0, fixed K 8" "$G/synth-qwen3-Q4_K_M.gguf" "$F 8 --draft $tmp/qwen3-q4.gguf" -n 128 "$H"
+# a q8 KV cache in both models: rollback rewinds it like an fp16 one
+same "synth-llama Q4_K_M + Q4_0, q8 KV" "$G/synth-llama-Q4_K_M.gguf" "$F 4 --draft $G/synth-llama-Q4_0.gguf" \
+    -n 64 --kv q8 "$H"
 
 # prompt lookup
 R="Tom had a red ball. Tom had a red ball. Tom had a red ball. Tom had a"

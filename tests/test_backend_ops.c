@@ -9,7 +9,7 @@
 // skipped and the test passes. Errors are normalized mean squared errors
 // (NMSE = Σ(got - want)² / Σ want²) against an independent reference: a
 // float64 product of the dequantized operands (matmul), a float64 softmax
-// over the cached fp16 K/V (attention), or cpu.c where both must agree to
+// over the cached K/V (attention, fp16 and q8), or cpu.c where both must agree to
 // rounding. Batch invariance (a decode row computes exactly what it computes
 // alone; a prompt split at PREFILL_TILE computes what one pass does) and graph
 // replays are checked bit for bit.
@@ -364,17 +364,38 @@ static void test_matmul(ctx *x, rng_t *r) {
 
 // A paged cache of three sequences and a pass over some of their tokens.
 typedef struct {
-    int n_heads, n_kv, hd, kv_dim;
+    int n_heads, n_kv, hd, kv_dim, kv_type;
     int n_blocks, max_blocks;
-    uint16_t *kpool, *vpool;       // host copies [n_blocks * KV_BLOCK, kv_dim]
+    size_t row_bytes, pool_bytes;  // kv_row_bytes; n_blocks * KV_BLOCK rows
+    uint8_t *kpool, *vpool;        // host copies
     int n;                         // tokens in the pass
     int32_t pos[80], seq[80], slot[80], ids[80];
     int32_t *tables;               // [3, max_blocks]
     int n_prompt;
 } att_case;
 
-static void att_build(rng_t *r, att_case *a, int n_heads, int n_kv, int hd, int max_blocks) {
-    *a = (att_case){.n_heads = n_heads, .n_kv = n_kv, .hd = hd, .kv_dim = n_kv * hd, .max_blocks = max_blocks};
+// Value e of a pool row, read as backend.h documents the row layout.
+static float kv_value(const att_case *a, const uint8_t *row, int e) {
+    uint16_t h;
+    if (a->kv_type == KV_F16) return memcpy(&h, row + 2 * e, 2), fp16_to_f32(h);
+    memcpy(&h, row + a->kv_dim + 2 * (e / 32), 2);
+    return fp16_to_f32(h) * (float)(int8_t)row[e];
+}
+
+// A random pool row: gaussian fp16 values, or random int8 values with scales of a gaussian's.
+static void kv_random_row(rng_t *r, const att_case *a, uint8_t *row) {
+    memset(row, 0, a->row_bytes);
+    for (int e = 0; e < a->kv_dim; e++) {
+        if (a->kv_type == KV_F16) put16(row + 2 * e, f32_to_fp16(gauss(r)));
+        else row[e] = (uint8_t)(int8_t)(int)(rnd(r) % 255 - 127);
+    }
+    for (int j = 0; a->kv_type == KV_Q8 && j < a->kv_dim / 32; j++)
+        put16(row + a->kv_dim + 2 * j, f32_to_fp16((2.0f + fabsf(gauss(r))) / 127.0f));
+}
+
+static void att_build(rng_t *r, att_case *a, int n_heads, int n_kv, int hd, int max_blocks, int kv_type) {
+    *a = (att_case){.n_heads = n_heads, .n_kv = n_kv, .hd = hd, .kv_dim = n_kv * hd, .kv_type = kv_type,
+                    .max_blocks = max_blocks, .row_bytes = kv_row_bytes(kv_type, n_kv * hd)};
     const int lens[3] = {70, 1, 300};  // sequence 0: a 70-token prompt; 1, 2: one decode token each
     a->n_blocks = 0;
     for (int s = 0; s < 3; s++) a->n_blocks += (lens[s] + KV_BLOCK - 1) / KV_BLOCK;
@@ -392,9 +413,10 @@ static void att_build(rng_t *r, att_case *a, int n_heads, int n_kv, int hd, int 
     for (int s = 0; s < 3; s++)
         for (int b = 0; b < (lens[s] + KV_BLOCK - 1) / KV_BLOCK; b++) a->tables[s * max_blocks + b] = perm[next++];
     free(perm);
-    const size_t pool = (size_t)a->n_blocks * KV_BLOCK * a->kv_dim;
-    a->kpool = xmalloc(2 * pool), a->vpool = xmalloc(2 * pool);
-    for (size_t i = 0; i < pool; i++) a->kpool[i] = f32_to_fp16(gauss(r)), a->vpool[i] = f32_to_fp16(gauss(r));
+    a->pool_bytes = (size_t)a->n_blocks * KV_BLOCK * a->row_bytes;
+    a->kpool = xmalloc(a->pool_bytes), a->vpool = xmalloc(a->pool_bytes);
+    for (int i = 0; i < a->n_blocks * KV_BLOCK; i++)
+        kv_random_row(r, a, a->kpool + i * a->row_bytes), kv_random_row(r, a, a->vpool + i * a->row_bytes);
     a->n = 0;
     for (int p = 0; p < 70; p++) a->pos[a->n] = p, a->seq[a->n++] = 0;
     a->pos[a->n] = 0, a->seq[a->n++] = 1;
@@ -424,7 +446,7 @@ static void att_batch_free(ctx *x, void **dev) {
     for (int i = 0; i < 5; i++) x->G->release(x->gb, dev[i]);
 }
 
-// float64 attention of token i over its sequence's fp16 cache.
+// float64 attention of token i over its sequence's cache.
 static void att_reference(const att_case *a, const float *q, int i, double *out) {
     const int group = a->n_heads / a->n_kv, len = a->pos[i] + 1;
     const int32_t *t = a->tables + a->seq[i] * a->max_blocks;
@@ -434,18 +456,18 @@ static void att_reference(const att_case *a, const float *q, int i, double *out)
         const size_t col = (size_t)(h / group) * a->hd;
         double mx = -INFINITY, sum = 0;
         for (int p = 0; p < len; p++) {
-            const size_t row = ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->kv_dim + col;
+            const uint8_t *row = a->kpool + ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->row_bytes;
             double d = 0;
-            for (int e = 0; e < a->hd; e++) d += (double)qh[e] * fp16_to_f32(a->kpool[row + e]);
+            for (int e = 0; e < a->hd; e++) d += (double)qh[e] * kv_value(a, row, (int)col + e);
             s[p] = d / sqrt((double)a->hd);
             mx = s[p] > mx ? s[p] : mx;
         }
         for (int e = 0; e < a->hd; e++) out[h * a->hd + e] = 0;
         for (int p = 0; p < len; p++) {
-            const size_t row = ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->kv_dim + col;
+            const uint8_t *row = a->vpool + ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->row_bytes;
             const double w = exp(s[p] - mx);
             sum += w;
-            for (int e = 0; e < a->hd; e++) out[h * a->hd + e] += w * fp16_to_f32(a->vpool[row + e]);
+            for (int e = 0; e < a->hd; e++) out[h * a->hd + e] += w * kv_value(a, row, (int)col + e);
         }
         for (int e = 0; e < a->hd; e++) out[h * a->hd + e] /= sum;
     }
@@ -458,18 +480,19 @@ static float *gpu_attention(ctx *x, const att_case *a, const float *dq_all, void
     fwd_batch fb = att_batch(x, a, first, n, n_prompt, dev);
     const size_t qrow = (size_t)a->n_heads * a->hd;
     float *dout = dev_copy(x, NULL, sizeof(float) * n * qrow);
-    x->G->attention(x->gb, dout, dq_all + first * qrow, dk, dv, &fb, a->n_heads, a->n_kv, a->hd);
+    x->G->attention(x->gb, dout, dq_all + first * qrow, dk, dv, &fb, a->n_heads, a->n_kv, a->hd, a->kv_type);
     float *out = host_copy(x, dout, sizeof(float) * n * qrow);
     x->G->release(x->gb, dout);
     att_batch_free(x, dev);
     return out;
 }
 
-static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd, int max_blocks) {
+static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd, int max_blocks, int kv_type) {
     att_case a;
-    att_build(r, &a, n_heads, n_kv, hd, max_blocks);
-    const size_t pool = (size_t)a.n_blocks * KV_BLOCK * a.kv_dim, qrow = (size_t)n_heads * hd;
-    void *dk = dev_copy(x, a.kpool, 2 * pool), *dv = dev_copy(x, a.vpool, 2 * pool);
+    att_build(r, &a, n_heads, n_kv, hd, max_blocks, kv_type);
+    const char *tn = kv_type == KV_Q8 ? "q8" : "f16";
+    const size_t pool = a.pool_bytes, qrow = (size_t)n_heads * hd;
+    void *dk = dev_copy(x, a.kpool, pool), *dv = dev_copy(x, a.vpool, pool);
     // kv_store: the pass's own K and V into both pools
     float *k = xmalloc(sizeof(float) * a.n * a.kv_dim), *v = xmalloc(sizeof(float) * a.n * a.kv_dim);
     for (size_t i = 0; i < (size_t)a.n * a.kv_dim; i++) k[i] = gauss(r), v[i] = gauss(r);
@@ -479,24 +502,39 @@ static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd
                      .pos = a.pos, .seq = a.seq, .slot = a.slot, .tables = a.tables};
     for (int i = 0; i < a.n; i++) fbc.max_len = a.pos[i] + 1 > fbc.max_len ? a.pos[i] + 1 : fbc.max_len;
     fwd_batch fbg = att_batch(x, &a, 0, a.n, a.n_prompt, dev);
-    x->C->kv_store(x->cb, a.kpool, a.vpool, k, v, &fbc, a.kv_dim);
-    x->G->kv_store(x->gb, dk, dv, dkn, dvn, &fbg, a.kv_dim);
-    uint16_t *gk = host_copy(x, dk, 2 * pool), *gv = host_copy(x, dv, 2 * pool);
-    check(!memcmp(gk, a.kpool, 2 * pool) && !memcmp(gv, a.vpool, 2 * pool),
-          "kv_store %d kv heads x %d: pools equal bit for bit", n_kv, hd);
+    x->C->kv_store(x->cb, a.kpool, a.vpool, k, v, &fbc, a.kv_dim, kv_type);
+    x->G->kv_store(x->gb, dk, dv, dkn, dvn, &fbg, a.kv_dim, kv_type);
+    uint8_t *gk = host_copy(x, dk, pool), *gv = host_copy(x, dv, pool);
+    check(!memcmp(gk, a.kpool, pool) && !memcmp(gv, a.vpool, pool),
+          "kv_store %s %d kv heads x %d: pools equal bit for bit", tn, n_kv, hd);
+    // the stored rows hold the values: fp16 rounds to half an ulp; a q8 value is
+    // within half a step d = amax/127 of its block, plus d's own fp16 rounding (127 · 2^-11 steps)
+    double worst = 0;
+    for (int i = 0; i < a.n; i++)
+        for (int e = 0; e < a.kv_dim; e++) {
+            const float *src = k + (size_t)i * a.kv_dim;
+            float amax = 0;
+            for (int j = e / 32 * 32; j < e / 32 * 32 + 32 && j < a.kv_dim; j++) amax = fmaxf(amax, fabsf(src[j]));
+            const double step = kv_type == KV_Q8 ? amax / 127.0 : fmax(fabs(src[e]) / 1024.0, 0x1p-24);
+            const double err = fabs(kv_value(&a, a.kpool + (size_t)a.slot[i] * a.row_bytes, e) - src[e]);
+            worst = fmax(worst, step > 0 ? err / step : err);
+        }
+    check(worst <= (kv_type == KV_Q8 ? 0.5 + 127 * 0x1p-11 : 0.5), "kv_store %s %d kv heads x %d: stored values within half a step (worst %.3f)", tn,
+          n_kv, hd, worst);
     // attention of the whole pass, against float64 and cpu.c
     float *q = xmalloc(sizeof(float) * a.n * qrow), *oc = xmalloc(sizeof(float) * a.n * qrow);
     for (size_t i = 0; i < a.n * qrow; i++) q[i] = gauss(r);
     float *dq = dev_copy(x, q, sizeof(float) * a.n * qrow);
-    x->C->attention(x->cb, oc, q, a.kpool, a.vpool, &fbc, n_heads, n_kv, hd);
+    x->C->attention(x->cb, oc, q, a.kpool, a.vpool, &fbc, n_heads, n_kv, hd, kv_type);
     float *og = gpu_attention(x, &a, dq, dk, dv, 0, a.n, a.n_prompt);
     double *want = xmalloc(sizeof(double) * a.n * qrow);
     for (int i = 0; i < a.n; i++) att_reference(&a, q, i, want + i * qrow);
     if (gpu_ok(x, "attention")) {
         const double eg = nmse_d(og, want, a.n * qrow), ec = nmse_d(oc, want, a.n * qrow);
         // cpu.c's fp16 accumulator (as llama.cpp's) reaches ~4e-7; fp32 on the GPU should be far below
-        check(eg < 1e-6, "attention %d/%d heads x %d, capacity %d: nmse %.3g (cpu %.3g)", n_heads, n_kv, hd,
-              max_blocks * KV_BLOCK, eg, ec);
+        // q8 values are rounded to fp16 in the GPU's tiles: ~1e-8
+        check(eg < 1e-6 && ec < 1e-6, "attention %s %d/%d heads x %d, capacity %d: nmse %.3g (cpu %.3g)", tn,
+              n_heads, n_kv, hd, max_blocks * KV_BLOCK, eg, ec);
         // invariance: each decode token alone; the prompt cut at 64; a lone prompt token
         int same = 1;
         for (int i = a.n_prompt; i < a.n; i++) {
@@ -509,8 +547,8 @@ static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd
         float *p3 = gpu_attention(x, &a, dq, dk, dv, 37, 1, 1);
         same &= !memcmp(p3, og + 37 * qrow, sizeof(float) * qrow);
         free(p1), free(p2), free(p3);
-        check(same, "attention %d/%d heads x %d: tokens alone, in a prompt cut at 64 and in the pass equal bit for bit",
-              n_heads, n_kv, hd);
+        check(same, "attention %s %d/%d heads x %d: tokens alone, in a prompt cut at 64 and in the pass equal bit "
+              "for bit", tn, n_heads, n_kv, hd);
     }
     att_batch_free(x, dev);
     void *bufs[] = {dk, dv, dkn, dvn, dq};
@@ -525,7 +563,10 @@ static void test_attention(ctx *x, rng_t *r) {
         {16, 8, 128, 1024}, {8, 1, 256, 32}, {24, 8, 80, 32}, {32, 2, 64, 32},
     };
     const int n = x->quick ? 3 : (int)(sizeof shapes / sizeof *shapes);
-    for (int i = 0; i < n; i++) test_attention_shape(x, r, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+    for (int i = 0; i < n; i++)
+        for (int kt = KV_F16; kt <= KV_Q8; kt++)
+            if (kt == KV_F16 || shapes[i][2] % 32 == 0)
+                test_attention_shape(x, r, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], kt);
 }
 
 // ---- sampling -----------------------------------------------------------------------------
@@ -618,9 +659,11 @@ static void test_graph(ctx *x, rng_t *r) {
     float *yd = host_copy(x, dy, 4 * 2 * rows);
     check(ok && gpu_ok(x, "graph") && !memcmp(yr, yd, 4 * 2 * rows), "graph: a replay on new input equals the ops run directly%s%s",
           ok ? "" : ": ", ok ? "" : err);
-    // a bigger matmul grows the scratch: the recorded graph is dropped, replay says so
-    float *big = dev_copy(x, NULL, sizeof(float) * 256 * cols), *ybig = dev_copy(x, NULL, sizeof(float) * 256 * rows);
-    x->G->matmul(x->gb, ybig, &wg, big, 256, 0);
+    // a much bigger matmul (its fp16 activations alone: 16 MiB, more than any
+    // op before asked for) grows the scratch: the recorded graph is dropped, replay says so
+    enum { BIG = 16384 };
+    float *big = dev_copy(x, NULL, sizeof(float) * BIG * cols), *ybig = dev_copy(x, NULL, sizeof(float) * BIG * rows);
+    x->G->matmul(x->gb, ybig, &wg, big, BIG, BIG);
     check(x->G->graph_replay(x->gb, 3, err) != 0, "graph: stale after the scratch grew (%s)", err);
     void *bufs[] = {(void *)nw.data, dx, dn, dy, big, ybig};
     for (int i = 0; i < 6; i++) x->G->release(x->gb, bufs[i]);

@@ -5,9 +5,10 @@
 //                                        timings and sizes for a cache that quill wrote for MODEL
 //
 // 1. pc_hash64: every single-byte change of a buffer changes it; lengths are told apart.
-// 2. Round trip on stories260K: a saved and reloaded cache gives back the exact KV bytes
-//    (model_kv_export before and after), the ids, and bitwise the same logits for the next
-//    token; a prefix restore gives the prefix; n_ids = -1 restores everything.
+// 2. Round trip on stories260K (fp16 KV) and a synthetic llama (q8 KV): a saved and
+//    reloaded cache gives back the exact KV bytes (model_kv_export before and after), the
+//    ids, and bitwise the same logits for the next token; a prefix restore gives the
+//    prefix; n_ids = -1 restores everything. A q8 cache is refused by an fp16 run.
 // 3. Hostile files: every byte of the header and ids flipped, a spread of payload bytes
 //    flipped, truncations at every header/ids length and through the payload, a byte
 //    appended: each must fail (-1 with a message) and leave the model's cache as it was.
@@ -29,8 +30,8 @@ static int g_fail;
 #define fail(...) (g_fail++, fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__), fprintf(stderr, __VA_ARGS__), \
                    fputc('\n', stderr))
 
-static model *load(const char *path, int n_ctx) {
-    model_opts o = {.ops = &cpu_backend, .n_threads = 2, .n_ctx = n_ctx};
+static model *load_kv(const char *path, int n_ctx, int kv_type) {
+    model_opts o = {.ops = &cpu_backend, .n_threads = 2, .n_ctx = n_ctx, .kv_type = kv_type};
     char err[ERR_LEN];
     model *m;
     if (model_load(&m, path, &o, err)) {
@@ -39,6 +40,8 @@ static model *load(const char *path, int n_ctx) {
     }
     return m;
 }
+
+static model *load(const char *path, int n_ctx) { return load_kv(path, n_ctx, KV_F16); }
 
 static uint8_t *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -93,25 +96,25 @@ static int count_temp_files(const char *dir) {
     return n;
 }
 
-// The first n positions of each [layer][K/V] plane of a [2 * n_layers][stride][kv_dim] export.
-static int planes_equal(const uint16_t *a, int stride_a, const uint16_t *b, int stride_b, int n, int planes, int kvd) {
+// The first n positions of each [layer][K/V] plane of a [2 * n_layers][stride] export of rows of row bytes.
+static int planes_equal(const uint8_t *a, int stride_a, const uint8_t *b, int stride_b, int n, int planes, size_t row) {
     for (int p = 0; p < planes; p++)
-        if (memcmp(a + (size_t)p * stride_a * kvd, b + (size_t)p * stride_b * kvd, sizeof *a * (size_t)n * kvd))
-            return 0;
+        if (memcmp(a + (size_t)p * stride_a * row, b + (size_t)p * stride_b * row, (size_t)n * row)) return 0;
     return 1;
 }
 
-static void test_round_trip(const char *mpath, const char *dir) {
+static void test_round_trip(const char *mpath, const char *dir, int kv_type) {
     char err[ERR_LEN], path[600];
     snprintf(path, sizeof path, "%s/rt.cache", dir);
     enum { N = 20 };
     int32_t ids[N + 1];
     for (int i = 0; i < N + 1; i++) ids[i] = 1 + (i * 53) % 500;
-    model *a = load(mpath, 64), *b = load(mpath, 64);
+    model *a = load_kv(mpath, 64, kv_type), *b = load_kv(mpath, 64, kv_type);
     const model_config *c = model_cfg(a);
-    const int nv = c->n_vocab, kvd = c->n_kv_heads * c->head_dim, planes = 2 * c->n_layers;
+    const int nv = c->n_vocab, planes = 2 * c->n_layers;
+    const size_t row = model_kv_bytes(a, 1) / planes;
     float *la = malloc(sizeof(float) * nv), *lb = malloc(sizeof(float) * nv);
-    uint16_t *ea = malloc(model_kv_bytes(a, N)), *eb = malloc(model_kv_bytes(a, N));
+    uint8_t *ea = malloc(model_kv_bytes(a, N)), *eb = malloc(model_kv_bytes(a, N));
     if (model_forward(a, ids, N, 0, la, err) || model_kv_export(a, N, ea, err)) fail("%s", err);
     if (pcache_save(path, a, mpath, ids, N + 1, err) == 0) fail("saving more positions than cached succeeded");
     if (pcache_save(path, a, mpath, ids, N, err)) fail("save: %s", err);
@@ -136,7 +139,7 @@ static void test_round_trip(const char *mpath, const char *dir) {
     other[7] = ids[7] == 5 ? 6 : 5;
     k = pcache_load(path, b, mpath, other, N, NULL, NULL, err);
     if (k != 7 || model_len(b) != 7) fail("prefix load: k %d, len %d (%s)", k, model_len(b), k < 0 ? err : "");
-    else if (model_kv_export(b, 7, eb, err) || !planes_equal(ea, N, eb, 7, 7, planes, kvd)) fail("prefix load: the KV differs");
+    else if (model_kv_export(b, 7, eb, err) || !planes_equal(ea, N, eb, 7, 7, planes, row)) fail("prefix load: the KV differs");
     // a shorter prompt: its length; no common token: 0, nothing restored
     k = pcache_load(path, b, mpath, ids, 5, NULL, NULL, err);
     if (k != 5 || model_len(b) != 5) fail("short prompt: k %d, len %d", k, model_len(b));
@@ -147,6 +150,13 @@ static void test_round_trip(const char *mpath, const char *dir) {
     // an empty cache is valid too
     if (pcache_save(path, a, mpath, ids, 0, err)) fail("save 0: %s", err);
     if ((k = pcache_load(path, b, mpath, ids, N, NULL, NULL, err)) != 0) fail("load of an empty cache: %d (%s)", k, err);
+    if (kv_type == KV_Q8) {  // a q8 cache in an fp16 run: refused, saying why
+        model *f = load_kv(mpath, 64, KV_F16);
+        if (pcache_save(path, a, mpath, ids, N, err)) fail("save: %s", err);
+        if (pcache_load(path, f, mpath, ids, N, NULL, NULL, err) >= 0 || !strstr(err, "KV type q8, this run uses f16"))
+            fail("a q8 cache loaded by an fp16 run: '%s'", err);
+        model_free(f);
+    }
     free(la), free(lb), free(ea), free(eb);
     model_free(a), model_free(b);
 }
@@ -363,16 +373,18 @@ static int bench(const char *mpath, const char *cache) {
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--bench")) return bench(argv[2], argv[3]);
     const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
-    char mpath[600], other[600], dir[] = "/tmp/test_pcache.XXXXXX";
+    char mpath[600], other[600], synth[600], dir[] = "/tmp/test_pcache.XXXXXX";
     snprintf(mpath, sizeof mpath, "%s/models/gguf/stories260K.gguf", shared);
     snprintf(other, sizeof other, "%s/models/gguf/stories260K-Q8_0.gguf", shared);
-    if (access(mpath, R_OK) || access(other, R_OK)) {
-        fprintf(stderr, "test_pcache: %s or %s not found (set SHARED)\n", mpath, other);
+    snprintf(synth, sizeof synth, "%s/models/gguf/synth-llama-Q8_0.gguf", shared);  // head size 64: q8 KV
+    if (access(mpath, R_OK) || access(other, R_OK) || access(synth, R_OK)) {
+        fprintf(stderr, "test_pcache: %s, %s or %s not found (set SHARED)\n", mpath, other, synth);
         return 1;
     }
     if (!mkdtemp(dir)) return fprintf(stderr, "test_pcache: mkdtemp failed\n"), 1;
     test_hash();
-    test_round_trip(mpath, dir);
+    test_round_trip(mpath, dir, KV_F16);
+    test_round_trip(synth, dir, KV_Q8);
     test_prompt_restore(mpath, dir);
     test_hostile(mpath, dir);
     test_other_model(mpath, other, dir);
