@@ -804,8 +804,8 @@ __global__ void k_kv_store_q8(uint8_t *__restrict__ kp, uint8_t *__restrict__ vp
 // tile: K and V into shared memory, scores (one thread per row and position,
 // a sequential dot over head_dim), online softmax (one warp per row), then
 // O = O·corr + P·V (one thread per row and 8 dims, positions in order).
-// Positions a row may not see score -inf and add exact zeros, so the rows of
-// a CTA never change each other's arithmetic.
+// Positions a row may not see score -inf and are skipped in P·V, so the rows
+// of a CTA never change each other's arithmetic.
 // ---------------------------------------------------------------------------
 
 typedef struct {
@@ -942,6 +942,9 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
 #pragma unroll 2
                     for (int j = 0; j < ATT_KT; j++) {
                         const float pj = sc[r * ATT_KT + j];
+                        // positions this row may not see (a later prompt token's) add nothing,
+                        // even where their V overflowed fp16: 0·inf would be NaN
+                        if (pj == 0.0f) continue;
                         const __half2 *vr = (const __half2 *)(vs + j * ld + 8 * du);
 #pragma unroll
                         for (int e = 0; e < 4; e++) {

@@ -745,6 +745,7 @@ static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64
 #define TILE_T 16           // tokens sharing one unpacked weight unit (register tile)
 #define ROW_BLOCK 32        // rows revisited by every token tile (their weights stay in L2)
 #define K_CHUNK_BYTES 2560  // activation bytes per token per pass (TILE_T tokens' worth stay in L1)
+#define LONE_X_BYTES 49152  // at most, activation bytes of a lone token tile (whole rows; L1's size)
 
 // out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
 // t < tn; tn is 1, 2, 4, 8 or TILE_T; activation rows are xs bytes apart.
@@ -992,6 +993,12 @@ static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const
 
 #define Q4K_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
 
+// Bytes ahead of the current block that q4k_rows_n and q4k_decode8 prefetch
+// in each row: 8 or 16 streams at DRAM latency need more requests in flight
+// than the hardware prefetcher issues (a 2-thread matvec went from ~50 to
+// ~62 GB/s; q4k_rows_n on weights from DRAM got about 25% faster).
+#define Q4K_PREFETCH (2 * sizeof(block_q4_K))
+
 // z[v] lane r = dword v of the 16 bytes at rows[r] + off (v < 4).
 ALWAYS_INLINE void rows_load16(const uint8_t *const rows[16], size_t off, __m512i z[4]) {
     for (int k = 0; k < 4; k++) {
@@ -1051,6 +1058,8 @@ ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t
         __m512i sc[8], mnp[4];
         __m512 dw, dmw;
         q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
+        for (int r = 0; r < 16; r++)  // the 3 cache lines a block ahead may touch
+            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
         const uint8_t *u = x + (size_t)k * K4_BYTES;  // this super-block's activation record
         for (int c = 0; c < 4; c++) {
             __m512i raw[8], nib[8];
@@ -1096,11 +1105,6 @@ ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t
 // row's qs load straight from memory (64 bytes a vector, no transposition),
 // paired with the activation record's vectors (see K4_BYTES), and the
 // 8 rows' integer vectors are summed by one transposing reduction.
-
-// Bytes ahead of the current block that q4k_decode8 prefetches in each row:
-// 8 streams at DRAM latency need more requests in flight than the hardware
-// prefetcher issues (a 2-thread matvec went from ~50 to ~62 GB/s).
-#define Q4K_PREFETCH (2 * sizeof(block_q4_K))
 
 // Per 4 rows (128-bit lane r = row r's 16 header bytes: d | dmin << 16, the
 // 12 scale bytes), the unpacked 6-bit values: lane r bytes 0..7 = sc[0..7],
@@ -1210,9 +1214,11 @@ static void q4k_decode8(const uint8_t *const rows[8], int nvalid, int64_t n, con
     _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
 
+// Tokens [0, ngemm) run llama.cpp's gemm (ngemm a multiple of 4), the rest
+// its gemv: each of those exactly as one token alone, whether q4k_decode8
+// computes it or q4k_rows_n (same float chain, cheaper for several tokens).
 static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
-                        float *y, size_t ldy) {
-    const int ngemm = nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
+                        int ngemm, float *y, size_t ldy) {
     for (int r0 = 0; r0 < nr; r0 += 16) {
         const int nv = nr - r0 < 16 ? nr - r0 : 16;
         const uint8_t *rows[16];
@@ -1220,13 +1226,17 @@ static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const ui
         for (int t = 0; t < nt;) {
             float *yt = y + (size_t)t * ldy + r0;
             const uint8_t *xt = x + (size_t)t * xs;
-            if (ngemm - t >= 8) {
-                q4k_rows_n(rows, nv, n, xt, xs, 1, yt, ldy, 8);
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
+            if (left >= 8) {
+                q4k_rows_n(rows, nv, n, xt, xs, gemm, yt, ldy, 8);
                 t += 8;
-            } else if (t < ngemm) {
-                q4k_rows_n(rows, nv, n, xt, xs, 1, yt, ldy, 4);
+            } else if (left >= 4) {
+                q4k_rows_n(rows, nv, n, xt, xs, gemm, yt, ldy, 4);
                 t += 4;
-            } else {  // gemv: the one-token kernel, 8 rows at a time
+            } else if (left >= 2) {
+                q4k_rows_n(rows, nv, n, xt, xs, 0, yt, ldy, 2);
+                t += 2;
+            } else {  // one token: the decode kernel, 8 rows at a time
                 for (int r = 0; r < nv; r += 8)
                     q4k_decode8(rows + r, nv - r < 8 ? nv - r : 8, n, xt, yt + r);
                 t += 1;
@@ -1418,16 +1428,21 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
 // one streaming pass over its weights. For more, a block of ROW_BLOCK rows is
 // revisited by each token tile, K_CHUNK_BYTES of each token's activations at
 // a time, so the weights come from L2 and the activations from L1. Token
-// tiles are TILE_T tokens, the remainder split in powers of 2.
+// tiles are TILE_T tokens, the remainder split in powers of 2. The first
+// token tile streams the rows in from memory, fetching the next row ahead.
+// Lone tokens (see q_matmul) take one pass over K as a single token does: a
+// tile computes each token alone, but chunking would round the sum of the
+// chunks' partial sums. Without chunks, their tiles are kept to LONE_X_BYTES.
 static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws, int nr,
-                          const uint8_t *x, size_t xs, int nt, float *y, size_t ldy) {
+                          const uint8_t *x, size_t xs, int nt, int lone, float *y, size_t ldy) {
     int64_t unit;
     const tile_fn tile = tile_for(wtype, &unit);
     const int64_t nu = (n + unit - 1) / unit;
     const int64_t unit_bytes = (int64_t)q_act_row_bytes(wtype, unit);  // >= the bytes a unit spans
     const int64_t kc_max = K_CHUNK_BYTES / unit_bytes > 0 ? K_CHUNK_BYTES / unit_bytes : 1;
-    const int64_t n_chunks = nt == 1 ? 1 : (nu + kc_max - 1) / kc_max;
+    const int64_t n_chunks = nt == 1 || lone ? 1 : (nu + kc_max - 1) / kc_max;
     const int64_t kc = (nu + n_chunks - 1) / n_chunks;  // balanced chunks
+    const size_t rb = qtype_row_bytes(wtype, n);
     for (int r0 = 0; r0 < nr; r0 += ROW_BLOCK) {
         const int r1 = nr - r0 < ROW_BLOCK ? nr : r0 + ROW_BLOCK;
         for (int64_t u0 = 0; u0 < nu; u0 += kc) {
@@ -1435,8 +1450,11 @@ static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws
             int tn;
             for (int t0 = 0; t0 < nt; t0 += tn) {
                 for (tn = TILE_T; tn > nt - t0;) tn /= 2;
+                while (lone && tn > 1 && (size_t)tn * xs > LONE_X_BYTES) tn /= 2;
                 for (int r = r0; r < r1; r++) {
                     float out[TILE_T];
+                    if (nt > 1 && t0 == 0 && u0 == 0 && r + 1 < r1)
+                        for (size_t l = 0; l < rb; l += 64) _mm_prefetch((const char *)w + (size_t)(r + 1) * ws + l, _MM_HINT_T0);
                     tile(w + (size_t)r * ws, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
                     for (int t = 0; t < tn; t++) {
                         float *yp = y + (size_t)(t0 + t) * ldy + r;
@@ -1498,19 +1516,21 @@ static float dot_float_avx2(uint32_t type, const uint8_t *w, const uint8_t *x, i
 // Entry points
 // ---------------------------------------------------------------------------
 
-// nt tokens computed jointly (see q_matmul).
-static void matmul_joint(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_stride, int nr,
-                         const uint8_t *xq, size_t xq_stride, int nt, float *y, size_t ldy) {
+// nt tokens computed jointly, or (lone) each as a one-token call would (see
+// q_matmul). Q5_K's kernel computes every token alone in any case.
+static void matmul_tokens(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_stride, int nr,
+                          const uint8_t *xq, size_t xq_stride, int nt, int lone, float *y, size_t ldy) {
 #if defined(Q_AVX512)
-    if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+    const int ngemm = lone ? 0 : nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
+    if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, ngemm, y, ldy);
     else if (wtype == Q_Q5_K) matmul_q5_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
-    else matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+    else matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
 #else
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * w_stride;
         for (int t = 0; t < nt; t++) {
             const uint8_t *xr = xq + (size_t)t * xq_stride;
-            const int gemm = t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
+            const int gemm = !lone && t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
 #if defined(Q_AVX2)
             const int fl = wtype == Q_F32 || wtype == Q_F16 || wtype == Q_BF16;
             y[(size_t)t * ldy + r] = fl ? dot_float_avx2(wtype, wr, xr, n) : dot_scalar(wtype, wr, xr, n, gemm);
@@ -1527,11 +1547,12 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
     const qtype_info *q = qtype_get(wtype);
     if (!q || !q->compute || nr <= 0 || nt <= 0) return;
     if (nt_joint > nt) nt_joint = nt;
-    if (nt_joint > 0) matmul_joint(wtype, n, w, w_stride, nr, xq, xq_stride, nt_joint, y, ldy);
-    // lone tokens: the nr weight rows (a thread's tile) stay in cache across them
-    for (int t = nt_joint > 0 ? nt_joint : 0; t < nt; t++)
-        matmul_joint(wtype, n, w, w_stride, nr, (const uint8_t *)xq + (size_t)t * xq_stride, xq_stride, 1,
-                     y + (size_t)t * ldy, ldy);
+    if (nt_joint < 0) nt_joint = 0;
+    if (nt_joint > 0) matmul_tokens(wtype, n, w, w_stride, nr, xq, xq_stride, nt_joint, 0, y, ldy);
+    // lone tokens share each weight block's decoding, each keeping its own float chain
+    if (nt > nt_joint)
+        matmul_tokens(wtype, n, w, w_stride, nr, (const uint8_t *)xq + (size_t)nt_joint * xq_stride, xq_stride,
+                      nt - nt_joint, 1, y + (size_t)nt_joint * ldy, ldy);
 }
 
 const char *q_simd_name(void) {

@@ -12,6 +12,12 @@ for type in Q4_K_M Q8_0; do
     echo "== $f"
     "$build/quill" bench -m "$f" -p "${BENCH_P:-128}" -n "${BENCH_N:-64}"
 done
+# A long context: the KV cache's share of each decode step, fp16 against q8 (--kv q8)
+f=models/synth-llama-3.2-1b-Q4_K_M.gguf
+for kv in f16 q8; do
+    echo "== $f, --kv $kv, ${BENCH_LONG_P:-1024}-token prompt"
+    "$build/quill" bench -m "$f" -p "${BENCH_LONG_P:-1024}" -n "${BENCH_N:-64}" --kv $kv
+done
 echo "== tokenizer encode speed (1 MiB texts, one thread)"
 SHARED="$shared" "$build/tests/test_tokenizer" --bench
 # Batched decode: aggregate tokens/s as --parallel grows (each step reads the
