@@ -780,7 +780,7 @@ __global__ void k_kv_store(__half *__restrict__ kp, __half *__restrict__ vp, con
 }
 
 // q8 rows (backend.h's KV_Q8): one warp per 32-value block of K or V, lane =
-// value; the rounding of quant.c's quant_block_q8 (127/amax, half-even).
+// value, rounded as the activations are (q8_block, quant.c's quant_block_q8).
 __global__ void k_kv_store_q8(uint8_t *__restrict__ kp, uint8_t *__restrict__ vp, const float *__restrict__ k,
                               const float *__restrict__ v, const int32_t *__restrict__ slot, int n, int kv_dim,
                               int64_t row_bytes) {
@@ -791,9 +791,8 @@ __global__ void k_kv_store_q8(uint8_t *__restrict__ kp, uint8_t *__restrict__ vp
     const int kvi = (int)(w / nb % 2), j = (int)(w % nb);
     const float x = (kvi ? v : k)[i * kv_dim + 32 * j + lane];
     const float amax = warp_max(fabsf(x));
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     uint8_t *row = (kvi ? vp : kp) + (int64_t)slot[i] * row_bytes;
-    row[32 * j + lane] = (uint8_t)(int8_t)__float2int_rn(x * id);
+    row[32 * j + lane] = (uint8_t)(int8_t)q8_round(x, q8_inv(amax));
     if (lane == 0) ((__half *)(row + kv_dim))[j] = __float2half_rn(amax / 127.0f);
 }
 

@@ -27,6 +27,7 @@
 #include "quant.h"
 #include "sample.h"
 #include "util.h"
+#include "check.h"
 
 #ifndef QUILL_CUDA
 int main(void) {
@@ -50,22 +51,6 @@ static void check(int ok, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rnd(rng_t *r) {
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 7;
-    r->s ^= r->s << 17;
-    return r->s;
-}
 static float unif(rng_t *r) { return (float)((rnd(r) >> 40) * 0x1p-24) * 2.0f - 1.0f; }  // [-1, 1)
 static float gauss(rng_t *r) {
     double u = ((rnd(r) >> 11) + 1) * 0x1p-53, v = (rnd(r) >> 11) * 0x1p-53;

@@ -30,6 +30,7 @@
 #include "model.h"
 #include "tokenizer.h"
 #include "util.h"
+#include "check.h"
 
 #ifndef QUILL_CUDA
 int main(void) {
@@ -44,15 +45,6 @@ int main(void) {
 #define CTX 512
 
 static int n_checks, n_failed, n_ties;  // tests only
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
 
 static model *load_kv(const char *path, const backend_ops *ops, int kv_type) {
     char err[ERR_LEN];

@@ -24,7 +24,8 @@
 #define PY "/usr/bin/python3"
 
 
-static void *xmalloc(size_t n) {
+// 64-byte aligned (SIMD rows), or exit 2.
+static void *xmalloc64(size_t n) {
     void *p = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
     if (!p) {
         fprintf(stderr, "out of memory\n");
@@ -39,7 +40,7 @@ static void *read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *p = xmalloc((size_t)n + 1);
+    void *p = xmalloc64((size_t)n + 1);
     if (fread(p, 1, (size_t)n, f) != (size_t)n) {
         fclose(f);
         free(p);
@@ -53,14 +54,6 @@ static void *read_file(const char *path, size_t *len) {
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-// A deterministic generator (xorshift) so failures reproduce.
-typedef struct { uint64_t s; } rng_t;
-static uint64_t rnd(rng_t *r) {
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 7;
-    r->s ^= r->s << 17;
-    return r->s;
-}
 static double unif(rng_t *r) { return (double)(rnd(r) >> 11) * 0x1p-53; }
 static double gauss(rng_t *r) {
     double u = unif(r) + 1e-300, v = unif(r);
@@ -161,7 +154,7 @@ static void test_dequant(const char *dir, const char *shared) {
             free(raw), free(ref);
             continue;
         }
-        float *y = xmalloc((size_t)n * sizeof(float));
+        float *y = xmalloc64((size_t)n * sizeof(float));
         int bad = 0;
         for (unsigned r = 0; r < rows; r++) {
             q_dequantize_row(type, raw + r * rb, y, n);
@@ -265,7 +258,7 @@ static void test_act_q8_0_q8_1(void) {
     for (int k = 0; k < 2; k++) {
         const uint32_t wt = k ? Q_Q4_1 : Q_Q8_0;  // Q8_1 / Q8_0 activations
         const char *name = k ? "Q8_1" : "Q8_0";
-        uint8_t *xq = xmalloc(q_act_row_bytes(wt, 96));
+        uint8_t *xq = xmalloc64(q_act_row_bytes(wt, 96));
         q_quantize_act(wt, x, xq, 96);
         float d;
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -301,7 +294,7 @@ static void test_act_q8_K(void) {
                                          {256, -127}, {257, 127}, {300, 32}, {512, 0}, {767, 0}};
     static const uint32_t wt[2] = {Q_Q6_K, Q_Q4_K};
     for (int k = 0; k < 2; k++) {
-        uint8_t *xq = xmalloc(q_act_row_bytes(wt[k], 768));
+        uint8_t *xq = xmalloc64(q_act_row_bytes(wt[k], 768));
         q_quantize_act(wt[k], x, xq, 768);
         const char *name = qtype_get(wt[k])->name;
         float d;
@@ -336,7 +329,7 @@ static void test_act_q8_K(void) {
 // F16 rows hold fp16-rounded floats, BF16 rows bf16 bits.
 static void test_act_float(void) {
     float x[3] = {1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-20f, 1.0f + 0x1p-8f};
-    uint8_t *xq = xmalloc(q_act_row_bytes(Q_F16, 3));
+    uint8_t *xq = xmalloc64(q_act_row_bytes(Q_F16, 3));
     q_quantize_act(Q_F16, x, xq, 3);
     if (act_value(Q_F16, xq, 3, 0) != 1.0 || act_value(Q_F16, xq, 3, 1) != 1.0 + 0x1p-10)
         fail("F16 activations not rounded to nearest even");
@@ -393,9 +386,9 @@ static void run_case(rng_t *r, const mm_case *c, double err[3]) {
     const int nr = c->nr, nt = c->nt;
     const size_t rb = qtype_row_bytes(c->type, n), ws = rb + 64;
     const size_t xs = q_act_row_bytes(c->type, n) + 64, ldy = (size_t)nr + 3;
-    uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
-    float *x = xmalloc(sizeof(float) * n * nt), *wf = xmalloc(sizeof(float) * n * nr);
-    float *y = xmalloc(sizeof(float) * ldy * nt), *y1 = xmalloc(sizeof(float) * ldy * nt);
+    uint8_t *w = xmalloc64(ws * nr), *xq = xmalloc64(xs * nt);
+    float *x = xmalloc64(sizeof(float) * n * nt), *wf = xmalloc64(sizeof(float) * n * nr);
+    float *y = xmalloc64(sizeof(float) * ldy * nt), *y1 = xmalloc64(sizeof(float) * ldy * nt);
     for (int i = 0; i < nr; i++) {
         random_row(r, c->type, w + i * ws, n);
         q_dequantize_row(c->type, w + i * ws, wf + (size_t)i * n, n);
@@ -412,7 +405,7 @@ static void run_case(rng_t *r, const mm_case *c, double err[3]) {
     // tokens after the joint ones must equal one-token calls bit for bit
     // (batched decode and speculative verification rely on it): half of the
     // tokens joint, then none
-    float *y2 = xmalloc(sizeof(float) * ldy * nt);
+    float *y2 = xmalloc64(sizeof(float) * ldy * nt);
     for (int joint = nt / 2;; joint = 0) {
         q_matmul(c->type, n, w, ws, nr, xq, xs, nt, joint, y2, ldy);
         for (int t = joint; t < nt; t++)
@@ -585,8 +578,8 @@ static void check_order(uint32_t type, const int (*shapes)[2], size_t n_shapes, 
             const int64_t n = sizes[si];
             const int nr = shapes[k][0], nt = shapes[k][1];
             const size_t ws = qtype_row_bytes(type, n) + 32, xs = q_act_row_bytes(type, n) + 64;
-            uint8_t *w = xmalloc(ws * nr), *xq = xmalloc(xs * nt);
-            float *x = xmalloc(sizeof(float) * n), *y = xmalloc(sizeof(float) * nr * nt);
+            uint8_t *w = xmalloc64(ws * nr), *xq = xmalloc64(xs * nt);
+            float *x = xmalloc64(sizeof(float) * n), *y = xmalloc64(sizeof(float) * nr * nt);
             for (int i = 0; i < nr; i++) random_row(&r, type, w + i * ws, n);
             for (int t = 0; t < nt; t++) {
                 const double amp = t % 3 == 2 ? 1e-3 : 1.0;
@@ -638,8 +631,8 @@ static void bench(void) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
         const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n);
-        uint8_t *w = xmalloc(rb * rows), *xq = xmalloc(xs * ntok);
-        float *x = xmalloc(sizeof(float) * n * ntok), *y = xmalloc(sizeof(float) * rows * ntok);
+        uint8_t *w = xmalloc64(rb * rows), *xq = xmalloc64(xs * ntok);
+        float *x = xmalloc64(sizeof(float) * n * ntok), *y = xmalloc64(sizeof(float) * rows * ntok);
         for (int i = 0; i < rows; i++) random_row(&r, type, w + i * rb, n);
         for (int64_t i = 0; i < n * ntok; i++) x[i] = (float)gauss(&r);
         double bestq = 1e9, best1 = 1e9, bestt = 1e9;
