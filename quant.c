@@ -4,9 +4,8 @@
 // activation quantization (llama.cpp's values in quill's own SIMD-friendly
 // row layout, described in quant.h); and q_matmul with three
 // implementations picked at compile time: AVX-512 VNNI (this file's hot
-// path), AVX2 (float types only; quantized types run the scalar code) and
-// portable scalar C (everything; it states the math the SIMD kernels
-// reorganize).
+// path), AVX2 (Q4_K and Q5_K run the portable code) and portable C (it states
+// the math the SIMD kernels reorganize). All three compute the same bits.
 #include "quant.h"
 
 #include <math.h>
@@ -562,53 +561,14 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
 }
 
 // ---------------------------------------------------------------------------
-// Scalar dot products: one weight row against one activation row. These are
-// the portable path and spell out the math the SIMD kernels reorganize.
+// Portable kernels. Q4_K and Q5_K: one weight row against one activation row,
+// in llama.cpp's float orders, which their SIMD kernels keep bit for bit.
 // ---------------------------------------------------------------------------
-
-static float dot_f32(const uint8_t *w, const uint8_t *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += load_f32(w + 4 * i) * load_f32(x + 4 * i);
-    return s;
-}
-
-static float dot_f16(const uint8_t *w, const uint8_t *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += fp16_to_f32((uint16_t)(w[2 * i] | w[2 * i + 1] << 8)) * load_f32(x + 4 * i);
-    return s;
-}
-
-static float dot_bf16(const uint8_t *w, const uint8_t *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        s += bf16_to_f32((uint16_t)(w[2 * i] | w[2 * i + 1] << 8)) * bf16_to_f32((uint16_t)(x[2 * i] | x[2 * i + 1] << 8));
-    return s;
-}
 
 // Σ q[j] * x[j] over lane L of a unit (q: 32 weight values).
 static int lane_dot(const int q[32], const uint8_t *unit, int L) {
     int s = 0;
     for (int j = 0; j < 32; j++) s += q[j] * (int8_t)unit[lane_pos(L, j)];
-    return s;
-}
-
-// 32-element types. Q4_0/Q5_0/Q8_0: per block d_w * d_x * Σ w*x with
-// w = q - 8, q - 16 or q. Q4_1/Q5_1: d_w * d_x * Σ q*x + m_w * s_x.
-static float dot_block32(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
-    const size_t bs = QTYPES[type].block_bytes;
-    const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
-    const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
-    float s = 0.0f;
-    for (int64_t b = 0; b < n / 32; b++, w += bs) {
-        const uint8_t *unit = x + (b / 16) * UNIT_BYTES;
-        const int L = (int)(b % 16);
-        int q[32];
-        block32_values(type, w, q);
-        for (int j = 0; j < 32; j++) q[j] -= off;
-        const float dd = fp16_to_f32(load_u32(w) & 0xffff) * load_f32(unit + UNIT_D + 4 * L);
-        s += (float)lane_dot(q, unit, L) * dd;
-        if (q81) s += fp16_to_f32(load_u32(w) >> 16) * load_f32(unit + UNIT_W + 4 * L);
-    }
     return s;
 }
 
@@ -637,6 +597,7 @@ static inline float hsum8_ggml(const float a[8]) {
 // D = d_x * fp16(d); the mins run in their own chain S = fma(Dm, M, S) with
 // Dm = d_x * fp16(dmin) and M = Σ mn[s] * Σx_s. The result is
 // hsum8(lanes) - S (llama.cpp adds summs = -S).
+__attribute__((unused))  // SIMD builds keep it as the readable statement of the math
 static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
     float lane[8] = {0};
     float S = 0.0f;
@@ -669,6 +630,7 @@ static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
 // D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
 // float), one fma per super-block (gemv: decode and leftover tokens) or per
 // 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2.
+__attribute__((unused))
 static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
     float s1 = 0.0f, s2 = 0.0f;
     for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
@@ -698,49 +660,18 @@ static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
     return s1 - s2;
 }
 
-// Q6_K: per group of 16, d * sc * d_x * (Σ q*x - 32 Σx) with q unsigned (0..63);
-// c = -32 Σx is stored with the activations.
-static float dot_q6_K(const uint8_t *w, const uint8_t *x, int64_t n) {
-    float s = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q6_K), x += K16_BYTES) {
-        const block_q6_K *b = (const block_q6_K *)w;
-        const float dx = load_f32(x + K16_D), d = fp16_to_f32(b->d);
-        for (int g = 0; g < 16; g++) {
-            int32_t i;
-            memcpy(&i, x + K16_C + 4 * g, 4);
-            for (int p = 0; p < 16; p++) i += q6k_value(b, 16 * g + p) * (int8_t)x[lane_pos(g, p)];
-            s += (float)i * ((d * b->scales[g]) * dx);
-        }
-    }
-    return s;
-}
-
-__attribute__((unused))  // SIMD builds keep it as the readable statement of the math
-static float dot_scalar(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
-    switch (type) {
-    case Q_F32: return dot_f32(w, x, n);
-    case Q_F16: return dot_f16(w, x, n);
-    case Q_BF16: return dot_bf16(w, x, n);
-    case Q_Q4_K: return dot_q4_K(w, x, n, gemm);
-    case Q_Q5_K: return dot_q5_K(w, x, n);
-    case Q_Q6_K: return dot_q6_K(w, x, n);
-    default: return dot_block32(type, w, x, n);
-    }
-}
-
 // ---------------------------------------------------------------------------
-// AVX-512 VNNI kernels
+// Unit kernels: the float order every build shares
 //
-// Each quantized kernel works on "units" of 16 scale groups (16 blocks of 32,
-// 16 K sub-blocks of 32, or the 16 groups of a Q6_K super-block). A unit's
-// weights are unpacked once into registers in the same lane-transposed order
-// as the activation rows: vector v, lane L = weights 4v..4v+3 of group L.
-// Weights are VPDPBUSD's unsigned operand and activations its signed one (so
-// they load straight from memory); a run of VPDPBUSD leaves group L's integer
-// dot product in lane L, and one float multiply-add per token applies every
-// group's scales at once. An unpacked unit serves up to TILE_T tokens.
+// Apart from Q4_K and Q5_K (above: llama.cpp's own float orders), a weight
+// row is cut into units of 16 lanes (16 blocks of 32, the 16 groups of a
+// Q6_K super-block, 16 floats, or 16 pairs of bf16). Each lane runs its own
+// float chain over the row's units, one fma per unit (integer dot products,
+// exact in any order, times the scales), and the 16 lanes are summed at the
+// end in the order of GCC's _mm512_reduce_add_ps (reduce16). The AVX-512 and
+// AVX2 kernels perform these same float operations, so every build computes
+// the same bits; the portable kernels here state them one lane at a time.
 // ---------------------------------------------------------------------------
-#if defined(Q_AVX512)
 
 #define TILE_T 16           // tokens sharing one unpacked weight unit (register tile)
 #define ROW_BLOCK 32        // rows revisited by every token tile (their weights stay in L2)
@@ -762,6 +693,118 @@ typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, con
     case 8: body(__VA_ARGS__, 8); break;          \
     default: body(__VA_ARGS__, 16); break;        \
     }
+
+// The sum of 16 lanes as _mm512_reduce_add_ps forms it: the upper 8 onto the
+// lower, then the upper 4 of those onto the lower, then (0 + 2) + (1 + 3).
+static inline float reduce16(const float a[16]) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = a[8 + i] + a[i];
+    for (int i = 0; i < 4; i++) q[i] = h[4 + i] + h[i];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// 32-element types: lane L of unit u is block 16u + L (blocks past the row's
+// end count as zero blocks): acc += fp16(d_w) * d_x * Σ w*x, with w = q - 8,
+// q - 16 or q; then for Q4_1/Q5_1 acc += fp16(m_w) * s_x.
+__attribute__((unused)) static void tile_block32_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                   int64_t u1, const uint8_t *x, size_t xs, int tn, float *out) {
+    const size_t bs = QTYPES[type].block_bytes;
+    const int64_t nb = n / 32;
+    const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
+    const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
+    float acc[TILE_T][16] = {{0}};
+    for (int64_t u = u0; u < u1; u++) {
+        int q[16][32] = {{0}};
+        float d[16] = {0}, m[16] = {0};
+        for (int L = 0; L < 16 && 16 * u + L < nb; L++) {
+            const uint8_t *blk = w + (size_t)(16 * u + L) * bs;
+            block32_values(type, blk, q[L]);
+            for (int j = 0; j < 32; j++) q[L][j] -= off;
+            d[L] = fp16_to_f32(load_u32(blk) & 0xffff);
+            m[L] = q81 ? fp16_to_f32(load_u32(blk) >> 16) : 0.0f;
+        }
+        for (int t = 0; t < tn; t++) {
+            const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
+            for (int L = 0; L < 16; L++) {
+                acc[t][L] = fmaf((float)lane_dot(q[L], a, L), d[L] * load_f32(a + UNIT_D + 4 * L), acc[t][L]);
+                if (q81) acc[t][L] = fmaf(m[L], load_f32(a + UNIT_W + 4 * L), acc[t][L]);
+            }
+        }
+    }
+    for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
+}
+
+// Q6_K: unit = super-block, lane g = group of 16: acc += (sc_g * fp16(d)) *
+// d_x * (Σ q*x + c_g), q unsigned (0..63), c_g = -32 Σx stored with x.
+__attribute__((unused)) static void tile_q6_K_c(const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                                const uint8_t *x, size_t xs, int tn, float *out) {
+    (void)n;
+    float acc[TILE_T][16] = {{0}};
+    for (int64_t u = u0; u < u1; u++) {
+        const block_q6_K *b = (const block_q6_K *)w + u;
+        int q[256];
+        float a[16];
+        for (int e = 0; e < 256; e++) q[e] = q6k_value(b, e);
+        for (int g = 0; g < 16; g++) a[g] = (float)b->scales[g] * fp16_to_f32(b->d);
+        for (int t = 0; t < tn; t++) {
+            const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+            const float dx = load_f32(r + K16_D);
+            for (int g = 0; g < 16; g++) {
+                int32_t i = (int32_t)load_u32(r + K16_C + 4 * g);
+                for (int p = 0; p < 16; p++) i += q[16 * g + p] * (int8_t)r[lane_pos(g, p)];
+                acc[t][g] = fmaf((float)i, a[g] * dx, acc[t][g]);
+            }
+        }
+    }
+    for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
+}
+
+// Weight element i of a float row, 0 past its end.
+static inline float float_weight(uint32_t type, const uint8_t *w, int64_t n, int64_t i) {
+    if (i >= n) return 0.0f;
+    if (type == Q_F32) return load_f32(w + 4 * i);
+    const uint16_t h = (uint16_t)(w[2 * i] | w[2 * i + 1] << 8);
+    return type == Q_F16 ? fp16_to_f32(h) : bf16_to_f32(h);
+}
+
+// F32/F16 (x: f32 values, fp16-rounded for F16): lane L = element 16u + L,
+// acc += w * x. BF16 (x: bf16): lane L = elements 32u + 2L + 1 and 32u + 2L,
+// in that order, as VDPBF16PS adds them.
+__attribute__((unused)) static void tile_float_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                 int64_t u1, const uint8_t *x, size_t xs, int tn, float *out) {
+    for (int t = 0; t < tn; t++) {
+        const uint8_t *xt = x + (size_t)t * xs;
+        float acc[16] = {0};
+        for (int64_t u = u0; u < u1; u++) {
+            for (int L = 0; L < 16; L++) {
+                if (type != Q_BF16) {
+                    const int64_t i = 16 * u + L;
+                    acc[L] = fmaf(float_weight(type, w, n, i), i < n ? load_f32(xt + 4 * i) : 0.0f, acc[L]);
+                    continue;
+                }
+                for (int64_t i = 32 * u + 2 * L + 1; i >= 32 * u + 2 * L; i--) {
+                    const float xv = i < n ? bf16_to_f32((uint16_t)(xt[2 * i] | xt[2 * i + 1] << 8)) : 0.0f;
+                    acc[L] = fmaf(xv, float_weight(type, w, n, i), acc[L]);
+                }
+            }
+        }
+        out[t] = reduce16(acc);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512 VNNI kernels
+//
+// Each quantized kernel works on "units" of 16 scale groups (16 blocks of 32,
+// 16 K sub-blocks of 32, or the 16 groups of a Q6_K super-block). A unit's
+// weights are unpacked once into registers in the same lane-transposed order
+// as the activation rows: vector v, lane L = weights 4v..4v+3 of group L.
+// Weights are VPDPBUSD's unsigned operand and activations its signed one (so
+// they load straight from memory); a run of VPDPBUSD leaves group L's integer
+// dot product in lane L, and one float multiply-add per token applies every
+// group's scales at once. An unpacked unit serves up to TILE_T tokens.
+// ---------------------------------------------------------------------------
+#if defined(Q_AVX512)
 
 static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
@@ -1364,17 +1407,18 @@ ALWAYS_INLINE void f_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t 
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// bf16 pairs: VDPBF16PS where available, else widened to f32 (exact either way
-// for the products; the sums round in f32).
+// bf16 pairs: VDPBF16PS where available, else widened to f32 and added in its
+// order, the odd element's product first (the products are exact; VDPBF16PS
+// also flushes subnormals, the one difference).
 ALWAYS_INLINE __m512 bf16_fma(__m512 acc, __m512i xv, __m512i wv) {
 #if defined(__AVX512BF16__)
     return _mm512_dpbf16_ps(acc, (__m512bh)xv, (__m512bh)wv);
 #else
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000);
-    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(xv, 16)),
-                          _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), acc);
-    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xv, hi)),
-                           _mm512_castsi512_ps(_mm512_and_si512(wv, hi)), acc);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xv, hi)),
+                          _mm512_castsi512_ps(_mm512_and_si512(wv, hi)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(xv, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), acc);
 #endif
 }
 
@@ -1408,6 +1452,395 @@ static void tile_bf16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const
     TILE_SWITCH(bf16_tile_n, w, n, u0, u1, x, xs, out)
 }
 
+#endif  // Q_AVX512
+
+// ---------------------------------------------------------------------------
+// AVX2 unit kernels (machines without AVX-512): the float operations of the
+// unit kernels above on 2 × 8 lanes (lo: lanes 0-7, hi: lanes 8-15). Integer
+// dot products use VPMADDUBSW/VPMADDWD, whose pair sums stay within int16 for
+// every weight range here.
+// ---------------------------------------------------------------------------
+#if defined(Q_AVX2)
+
+// reduce16 of the lanes lo (0-7) and hi (8-15).
+ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(hi, lo);
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Dwords of rows: lane l of t[k] = dword k of the 16 bytes at p[l] (p[0..3]
+// in the low 128 bits, p[4..7] in the high), k < 4.
+ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {
+    __m256i r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p[i])),
+                                       _mm_loadu_si128((const __m128i *)p[i + 4]), 1);
+    const __m256i a = _mm256_unpacklo_epi32(r[0], r[1]), b = _mm256_unpackhi_epi32(r[0], r[1]);
+    const __m256i c = _mm256_unpacklo_epi32(r[2], r[3]), d = _mm256_unpackhi_epi32(r[2], r[3]);
+    t[0] = _mm256_unpacklo_epi64(a, c);
+    t[1] = _mm256_unpackhi_epi64(a, c);
+    t[2] = _mm256_unpacklo_epi64(b, d);
+    t[3] = _mm256_unpackhi_epi64(b, d);
+}
+
+// Σ over 4 bytes per dword of u * s (u unsigned, s signed; |pair sums| < 2^15).
+ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Half h (8 blocks) of a 32-element unit: q[v] lane l = weights 4v..4v+3 of
+// block l, signed for Q8_0 and as q (unsigned) otherwise; d (and m) as floats.
+typedef struct {
+    __m256i q[8];
+    __m256 d, m;
+} half_regs;
+
+ALWAYS_INLINE void half_unpack(uint32_t type, const uint8_t *blocks, half_regs *r) {
+    const size_t bs = QTYPES[type].block_bytes;
+    const uint8_t *p[8];
+    uint16_t d[8], m[8];
+    for (int l = 0; l < 8; l++) {
+        const uint8_t *b = blocks + l * bs;
+        d[l] = (uint16_t)load_u32(b);
+        m[l] = (uint16_t)(load_u32(b) >> 16);
+        p[l] = b + (type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : type == Q_Q5_1 ? 8 : 2);  // the qs
+    }
+    r->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    r->m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m));
+    if (type == Q_Q8_0) {
+        const uint8_t *p2[8];
+        for (int l = 0; l < 8; l++) p2[l] = p[l] + 16;
+        transpose8x4(p, r->q);
+        transpose8x4(p2, r->q + 4);
+        return;
+    }
+    __m256i z[4];
+    transpose8x4(p, z);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int v = 0; v < 4; v++) {
+        r->q[v] = _mm256_and_si256(z[v], m4);
+        r->q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(z[v], 4), m4);
+    }
+    if (type == Q_Q5_0 || type == Q_Q5_1) {  // bit e of qh: the 5th bit of weight e
+        uint32_t qh[8];
+        for (int l = 0; l < 8; l++) qh[l] = load_u32(blocks + l * bs + 2 + 2 * (type == Q_Q5_1));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+        for (int v = 0; v < 8; v++) {  // 4 bits to bit 0 of 4 bytes (disjoint shifts: no carries), then bit 4
+            const __m256i b4 = _mm256_and_si256(_mm256_srli_epi32(h, 4 * v), _mm256_set1_epi32(15));
+            const __m256i spread = _mm256_and_si256(_mm256_mullo_epi32(b4, _mm256_set1_epi32(0x00204081)),
+                                                    _mm256_set1_epi32(0x01010101));
+            r->q[v] = _mm256_or_si256(r->q[v], _mm256_slli_epi32(spread, 4));
+        }
+    }
+}
+
+// One half of one unit of one token (a: the unit's activations).
+ALWAYS_INLINE __m256 half_token(uint32_t type, const half_regs *r, const uint8_t *a, int h, __m256 acc) {
+    __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+    for (int v = 0; v < 8; v += 2) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 64 + 32 * h));
+        if (type == Q_Q8_0) {
+            i0 = _mm256_add_epi32(i0, dot_u8s8(_mm256_sign_epi8(r->q[v], r->q[v]), _mm256_sign_epi8(x0, r->q[v])));
+            i1 = _mm256_add_epi32(i1, dot_u8s8(_mm256_sign_epi8(r->q[v + 1], r->q[v + 1]),
+                                               _mm256_sign_epi8(x1, r->q[v + 1])));
+        } else {
+            i0 = _mm256_add_epi32(i0, dot_u8s8(r->q[v], x0));
+            i1 = _mm256_add_epi32(i1, dot_u8s8(r->q[v + 1], x1));
+        }
+    }
+    __m256i i = _mm256_add_epi32(i0, i1);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(a + UNIT_W + 32 * h));
+    // Q4_0/Q5_0 take q - 8 / q - 16: the word is c = -128 Σx, so subtract 8 Σx = -c / 16 (16 Σx = -c / 8)
+    if (type == Q_Q4_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 4));
+    if (type == Q_Q5_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 3));
+    const __m256 dd = _mm256_mul_ps(r->d, _mm256_loadu_ps((const float *)(a + UNIT_D + 32 * h)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc);
+    if (type == Q_Q4_1 || type == Q_Q5_1) acc = _mm256_fmadd_ps(r->m, _mm256_castsi256_ps(w), acc);
+    return acc;
+}
+
+ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                  const uint8_t *x, size_t xs, float *out, const int NT) {
+    const size_t bs = QTYPES[type].block_bytes;
+    const int64_t nb = n / 32;
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *blocks = w + (size_t)(16 * u) * bs;
+        uint8_t pad[16 * sizeof(block_q8_0)];  // a last, partial unit, padded with zero blocks
+        if (nb - 16 * u < 16) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, blocks, (size_t)(nb - 16 * u) * bs);
+            blocks = pad;
+        }
+        const uint8_t *a = x + (size_t)u * UNIT_BYTES;
+        for (int h = 0; h < 2; h++) {
+            half_regs r;
+            half_unpack(type, blocks + 8 * h * bs, &r);
+            for (int t = 0; t < NT; t++) acc[t][h] = half_token(type, &r, a + (size_t)t * xs, h, acc[t][h]);
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+#define UNIT_TILE_AVX2(name, type)                                                                    \
+    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
+                     int tn, float *out) {                                                            \
+        TILE_SWITCH(unit_tile_avx2, type, w, n, u0, u1, x, xs, out)                                   \
+    }
+UNIT_TILE_AVX2(tile_q8_0, Q_Q8_0)
+UNIT_TILE_AVX2(tile_q4_0, Q_Q4_0)
+UNIT_TILE_AVX2(tile_q5_0, Q_Q5_0)
+UNIT_TILE_AVX2(tile_q4_1, Q_Q4_1)
+UNIT_TILE_AVX2(tile_q5_1, Q_Q5_1)
+
+// Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
+// = sc * fp16(d) of group 8h + g.
+ALWAYS_INLINE void q6k_unpack_avx2(const block_q6_K *b, __m256i q[2][4], __m256 a[2]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        // N[k]: elements 32k..32k+31 of this half (groups 2k, 2k+1), as ggml's AVX2 kernel unpacks them
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i N[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
+        };
+        // R[i] = [group i | group i + 4]; a 4x4 dword transposition in each 128-bit half
+        const __m256i R[4] = {_mm256_permute2x128_si256(N[0], N[2], 0x20), _mm256_permute2x128_si256(N[0], N[2], 0x31),
+                              _mm256_permute2x128_si256(N[1], N[3], 0x20), _mm256_permute2x128_si256(N[1], N[3], 0x31)};
+        const __m256i s0 = _mm256_unpacklo_epi32(R[0], R[1]), s1 = _mm256_unpackhi_epi32(R[0], R[1]);
+        const __m256i s2 = _mm256_unpacklo_epi32(R[2], R[3]), s3 = _mm256_unpackhi_epi32(R[2], R[3]);
+        q[h][0] = _mm256_unpacklo_epi64(s0, s2);
+        q[h][1] = _mm256_unpackhi_epi64(s0, s2);
+        q[h][2] = _mm256_unpacklo_epi64(s1, s3);
+        q[h][3] = _mm256_unpackhi_epi64(s1, s3);
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->scales + 8 * h))));
+        a[h] = _mm256_mul_ps(sc, _mm256_set1_ps(fp16_to_f32(b->d)));
+    }
+}
+
+ALWAYS_INLINE void q6k_tile_avx2(const uint8_t *w, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                                 float *out, const int NT) {
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        __m256i q[2][4];
+        __m256 a[2];
+        q6k_unpack_avx2((const block_q6_K *)w + u, q, a);
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+            const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
+            for (int h = 0; h < 2; h++) {
+                __m256i i0 = dot_u8s8(q[h][0], _mm256_loadu_si256((const __m256i *)(r + 32 * h)));
+                __m256i i1 = dot_u8s8(q[h][1], _mm256_loadu_si256((const __m256i *)(r + 64 + 32 * h)));
+                i0 = _mm256_add_epi32(i0, dot_u8s8(q[h][2], _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h))));
+                i1 = _mm256_add_epi32(i1, dot_u8s8(q[h][3], _mm256_loadu_si256((const __m256i *)(r + 192 + 32 * h))));
+                const __m256i i = _mm256_add_epi32(_mm256_add_epi32(i0, i1),
+                                                   _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h)));
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    (void)n;
+    TILE_SWITCH(q6k_tile_avx2, w, u0, u1, x, xs, out)
+}
+
+// Float types: 16 lanes of weights (and of x for F32/F16) widened to f32, a
+// last partial unit through zeroed buffers. BF16 lanes hold pairs: the odd
+// element's product is added first, as VDPBF16PS does.
+ALWAYS_INLINE void float_load_avx2(uint32_t type, const uint8_t *p, __m256 v[4]) {
+    if (type == Q_F32) {
+        v[0] = _mm256_loadu_ps((const float *)p);
+        v[1] = _mm256_loadu_ps((const float *)(p + 32));
+    } else if (type == Q_F16) {
+        v[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+    } else {  // per half: odd elements (high words), even elements (low words)
+        for (int h = 0; h < 2; h++) {
+            const __m256i z = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
+            v[2 * h] = _mm256_castsi256_ps(_mm256_and_si256(z, _mm256_set1_epi32((int)0xffff0000)));
+            v[2 * h + 1] = _mm256_castsi256_ps(_mm256_slli_epi32(z, 16));
+        }
+    }
+}
+
+// Unit u of a row of n elements (a last partial unit through a zeroed buffer).
+ALWAYS_INLINE void float_unit_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u, __m256 v[4]) {
+    const int64_t per = type == Q_BF16 ? 32 : 16, i = per * u, wb = type == Q_F32 ? 4 : 2;
+    if (n - i >= per) {
+        float_load_avx2(type, w + wb * i, v);
+        return;
+    }
+    uint8_t buf[64] = {0};
+    memcpy(buf, w + wb * i, (size_t)(wb * (n - i)));
+    float_load_avx2(type, buf, v);
+}
+
+ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                   const uint8_t *x, size_t xs, float *out, const int NT) {
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        __m256 wv[4], xv[4];
+        float_unit_avx2(type, w, n, u, wv);
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *xt = x + (size_t)t * xs;
+            if (type == Q_BF16) {
+                float_unit_avx2(Q_BF16, xt, n, u, xv);
+                for (int h = 0; h < 2; h++)
+                    acc[t][h] = _mm256_fmadd_ps(xv[2 * h + 1], wv[2 * h + 1], _mm256_fmadd_ps(xv[2 * h], wv[2 * h], acc[t][h]));
+            } else {
+                float_unit_avx2(Q_F32, xt, n, u, xv);
+                for (int h = 0; h < 2; h++) acc[t][h] = _mm256_fmadd_ps(wv[h], xv[h], acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+static void tile_f32(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                     int tn, float *out) {
+    TILE_SWITCH(float_tile_avx2, Q_F32, w, n, u0, u1, x, xs, out)
+}
+static void tile_f16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                     int tn, float *out) {
+    TILE_SWITCH(float_tile_avx2, Q_F16, w, n, u0, u1, x, xs, out)
+}
+static void tile_bf16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    TILE_SWITCH(float_tile_avx2, Q_BF16, w, n, u0, u1, x, xs, out)
+}
+
+// Q4_K and Q5_K, one row against one token, in dot_q4_K's and dot_q5_K's
+// float orders (integer sums by SIMD, the float chains as stated there).
+
+ALWAYS_INLINE int32_t hsum_i32_avx2(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+}
+
+static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
+    float s1 = 0.0f, s2 = 0.0f;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
+        const block_q4_K *b = (const block_q4_K *)w;
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const uint8_t *rec = x + k * K4_BYTES;
+        const float dx = load_f32(rec + K4_W);
+        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
+        __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
+        for (int p = 0; p < 4; p++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
+            const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
+            const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
+            P[p] = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), _mm256_set1_epi16(sc[2 * p])),
+                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi),
+                                  _mm256_set1_epi16(sc[2 * p + 1])));
+        }
+        int32_t isum = 0, msum = 0;
+        for (int p = 0; p < 4; p++) {
+            isum += hsum_i32_avx2(P[p]);
+            const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
+            msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+            if (gemm || p == 3) {
+                s1 = fmaf((float)isum, D, s1);
+                s2 = fmaf((float)msum, Dm, s2);
+                isum = msum = 0;
+            }
+        }
+    }
+    return s1 - s2;
+}
+
+static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
+    __m256 lane = _mm256_setzero_ps();
+    float S = 0.0f;
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q5_K)) {
+        const block_q5_K *b = (const block_q5_K *)w;
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
+        const int L0 = (int)(8 * k % 16);
+        const float dx = load_f32(u0 + UNIT_D + 4 * L0);
+        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
+        // X[s]: the 32 activations of sub-block s in element order (dword v of
+        // lane L0 + s is at 64v + 4(L0 + s): an 8x8 dword transposition)
+        const uint8_t *p[8], *p2[8];
+        for (int v = 0; v < 8; v++) p[v] = u0 + 64 * v + 4 * L0, p2[v] = p[v] + 16;
+        __m256i t0[4], t1[4], X[8];
+        transpose8x4(p, t0);   // t0[j] lane v: dword v of lane L0 + j
+        transpose8x4(p2, t1);  // t1[j] lane v: dword v of lane L0 + 4 + j
+        for (int j = 0; j < 4; j++) X[j] = t0[j], X[4 + j] = t1[j];
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
+        __m256i isum = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (s / 2)));
+            const __m256i lo = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, m4);
+            const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), one);
+            const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, X[s]), _mm256_set1_epi16(sc[s])));
+        }
+        lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(D), lane);
+        S = fmaf((float)k32_min_sum(mn, x, k), Dm, S);
+    }
+    float l[8];
+    _mm256_storeu_ps(l, lane);
+    return hsum8_ggml(l) - S;
+}
+
+#endif  // Q_AVX2
+
+// Q4_K or Q5_K, one row against one token (gemm: llama.cpp's gemm order).
+__attribute__((unused))  // the AVX-512 build has its own Q4_K and Q5_K kernels
+static float dot_k(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
+#if defined(Q_AVX2)
+    return type == Q_Q4_K ? dot_q4_K_avx2(w, x, n, gemm) : dot_q5_K_avx2(w, x, n);
+#else
+    return type == Q_Q4_K ? dot_q4_K(w, x, n, gemm) : dot_q5_K(w, x, n);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// The unit kernels' driver (every build)
+// ---------------------------------------------------------------------------
+
+#if !defined(Q_AVX512) && !defined(Q_AVX2)
+#define C_TILE(name, body, type)                                                                      \
+    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
+                     int tn, float *out) {                                                            \
+        body(type, w, n, u0, u1, x, xs, tn, out);                                                     \
+    }
+C_TILE(tile_q8_0, tile_block32_c, Q_Q8_0)
+C_TILE(tile_q4_0, tile_block32_c, Q_Q4_0)
+C_TILE(tile_q5_0, tile_block32_c, Q_Q5_0)
+C_TILE(tile_q4_1, tile_block32_c, Q_Q4_1)
+C_TILE(tile_q5_1, tile_block32_c, Q_Q5_1)
+C_TILE(tile_f32, tile_float_c, Q_F32)
+C_TILE(tile_f16, tile_float_c, Q_F16)
+C_TILE(tile_bf16, tile_float_c, Q_BF16)
+#undef C_TILE
+static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
+                      int tn, float *out) {
+    tile_q6_K_c(w, n, u0, u1, x, xs, tn, out);
+}
+#endif
+
 // The tile kernel of a weight type and the elements in one of its units.
 static tile_fn tile_for(uint32_t type, int64_t *unit) {
     *unit = UNIT;
@@ -1433,8 +1866,8 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
 // Lone tokens (see q_matmul) take one pass over K as a single token does: a
 // tile computes each token alone, but chunking would round the sum of the
 // chunks' partial sums. Without chunks, their tiles are kept to LONE_X_BYTES.
-static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws, int nr,
-                          const uint8_t *x, size_t xs, int nt, int lone, float *y, size_t ldy) {
+static void matmul_units(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws, int nr,
+                         const uint8_t *x, size_t xs, int nt, int lone, float *y, size_t ldy) {
     int64_t unit;
     const tile_fn tile = tile_for(wtype, &unit);
     const int64_t nu = (n + unit - 1) / unit;
@@ -1454,7 +1887,7 @@ static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws
                 for (int r = r0; r < r1; r++) {
                     float out[TILE_T];
                     if (nt > 1 && t0 == 0 && u0 == 0 && r + 1 < r1)
-                        for (size_t l = 0; l < rb; l += 64) _mm_prefetch((const char *)w + (size_t)(r + 1) * ws + l, _MM_HINT_T0);
+                        for (size_t l = 0; l < rb; l += 64) __builtin_prefetch(w + (size_t)(r + 1) * ws + l, 0, 3);
                     tile(w + (size_t)r * ws, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
                     for (int t = 0; t < tn; t++) {
                         float *yp = y + (size_t)(t0 + t) * ldy + r;
@@ -1465,52 +1898,6 @@ static void matmul_avx512(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws
         }
     }
 }
-
-#endif  // Q_AVX512
-
-// ---------------------------------------------------------------------------
-// AVX2 float dot products (machines without AVX-512)
-// ---------------------------------------------------------------------------
-#if defined(Q_AVX2)
-
-static float hsum_avx2(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
-// Weights widened to f32 8 at a time (F32 as is, F16 via F16C, BF16 by a
-// 16-bit shift); activations are f32 (F32/F16 rows) or bf16.
-static float dot_float_avx2(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 w0, w1, x0, x1;
-        if (type == Q_F32) {
-            w0 = _mm256_loadu_ps((const float *)(w + 4 * i));
-            w1 = _mm256_loadu_ps((const float *)(w + 4 * i + 32));
-        } else if (type == Q_F16) {
-            w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i)));
-            w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i + 16)));
-        } else {
-            w0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * i))), 16));
-            w1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * i + 16))), 16));
-        }
-        if (type == Q_BF16) {
-            x0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * i))), 16));
-            x1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * i + 16))), 16));
-        } else {
-            x0 = _mm256_loadu_ps((const float *)(x + 4 * i));
-            x1 = _mm256_loadu_ps((const float *)(x + 4 * i + 32));
-        }
-        acc0 = _mm256_fmadd_ps(w0, x0, acc0);
-        acc1 = _mm256_fmadd_ps(w1, x1, acc1);
-    }
-    const size_t wb = type == Q_F32 ? 4 : 2, xb = type == Q_BF16 ? 2 : 4;
-    return hsum_avx2(_mm256_add_ps(acc0, acc1)) + dot_scalar(type, w + wb * i, x + xb * i, n - i, 0);
-}
-
-#endif  // Q_AVX2
 
 // ---------------------------------------------------------------------------
 // Entry points
@@ -1524,21 +1911,17 @@ static void matmul_tokens(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_
     const int ngemm = lone ? 0 : nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
     if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, ngemm, y, ldy);
     else if (wtype == Q_Q5_K) matmul_q5_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
-    else matmul_avx512(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
+    else matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
 #else
-    for (int r = 0; r < nr; r++) {
-        const uint8_t *wr = w + (size_t)r * w_stride;
-        for (int t = 0; t < nt; t++) {
-            const uint8_t *xr = xq + (size_t)t * xq_stride;
-            const int gemm = !lone && t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
-#if defined(Q_AVX2)
-            const int fl = wtype == Q_F32 || wtype == Q_F16 || wtype == Q_BF16;
-            y[(size_t)t * ldy + r] = fl ? dot_float_avx2(wtype, wr, xr, n) : dot_scalar(wtype, wr, xr, n, gemm);
-#else
-            y[(size_t)t * ldy + r] = dot_scalar(wtype, wr, xr, n, gemm);
-#endif
-        }
+    if (wtype != Q_Q4_K && wtype != Q_Q5_K) {
+        matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
+        return;
     }
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) {
+            const int gemm = !lone && t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
+            y[(size_t)t * ldy + r] = dot_k(wtype, w + (size_t)r * w_stride, xq + (size_t)t * xq_stride, n, gemm);
+        }
 #endif
 }
 

@@ -1,35 +1,76 @@
 #!/usr/bin/env bash
-# make bench: prefill and decode speed of a Llama-3.2-1B-shaped model (random
-# weights from models/synth.py, written once into models/) in Q4_K_M and Q8_0,
-# against the measured memory bandwidth. Prints numbers; asserts nothing.
+# tests/bench.sh BUILD SHARED — `make bench`: prefill and decode speed of a
+# Llama-3.2-1B-shaped model (random weights from models/synth.py, written once)
+# in Q4_K_M and Q8_0 against the measured memory bandwidth, a long context with
+# --kv f16 / q8, the tokenizer's speed, and quill batch as --parallel grows.
+# Prints numbers; asserts nothing. Environment (defaults in brackets):
+#   BENCH_SHAPES [llama-3.2-1b]   BENCH_TYPES [Q4_K_M Q8_0]   BENCH_DIR [models]
+#   QUILL_ARGS   extra quill options, e.g. --gpu [none]
+#   BENCH_P [128] BENCH_N [64] BENCH_LONG_P [1024] BATCH_N [16] BATCH_PARALLEL [1 2 ... 64]
+#   BENCH_SPEC="TARGET_SHAPE DRAFT_SHAPE": also tests/bench_spec -k 8 on their Q4_K_M
+#                files (on the GPU when QUILL_ARGS has --gpu, else on the CPU)
+# The tokenizer and bench_spec parts run only where those programs are built.
 set -eu
 build=${1:-build}; shared=${2:-../shared}
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
-for type in Q4_K_M Q8_0; do
-    f=models/synth-llama-3.2-1b-$type.gguf
-    [ -f "$f" ] || $PYTHON models/synth.py --shape llama-3.2-1b --type "$type" --shared "$shared" -o "$f"
-    echo "== $f"
-    "$build/quill" bench -m "$f" -p "${BENCH_P:-128}" -n "${BENCH_N:-64}"
+shapes=${BENCH_SHAPES:-llama-3.2-1b}
+types=${BENCH_TYPES:-Q4_K_M Q8_0}
+dir=${BENCH_DIR:-models}; dir=${dir%/}
+args=${QUILL_ARGS:-}   # a list of options: expanded unquoted below
+mkdir -p "$dir"
+# model SHAPE TYPE: sets f to the synthetic model's file, writing it the first time
+model() {
+    f=$dir/synth-$1-$2.gguf
+    [ -f "$f" ] || $PYTHON models/synth.py --shape "$1" --type "$2" --shared "$shared" -o "$f"
+}
+for shape in $shapes; do
+    for type in $types; do
+        model "$shape" "$type"
+        echo "== $f"
+        "$build/quill" bench $args -m "$f" -p "${BENCH_P:-128}" -n "${BENCH_N:-64}"
+    done
 done
 # A long context: the KV cache's share of each decode step, fp16 against q8 (--kv q8)
-f=models/synth-llama-3.2-1b-Q4_K_M.gguf
-for kv in f16 q8; do
-    echo "== $f, --kv $kv, ${BENCH_LONG_P:-1024}-token prompt"
-    "$build/quill" bench -m "$f" -p "${BENCH_LONG_P:-1024}" -n "${BENCH_N:-64}" --kv $kv
+for shape in $shapes; do
+    model "$shape" Q4_K_M
+    for kv in f16 q8; do
+        echo "== $f, --kv $kv, ${BENCH_LONG_P:-1024}-token prompt"
+        "$build/quill" bench $args -m "$f" -p "${BENCH_LONG_P:-1024}" -n "${BENCH_N:-64}" --kv $kv
+    done
 done
-echo "== tokenizer encode speed (1 MiB texts, one thread)"
-SHARED="$shared" "$build/tests/test_tokenizer" --bench
+if [ -x "$build/tests/test_tokenizer" ]; then
+    echo "== tokenizer encode speed (1 MiB texts, one thread)"
+    SHARED="$shared" "$build/tests/test_tokenizer" --bench
+else
+    echo "== tokenizer encode speed: skipped ($build/tests/test_tokenizer not built)"
+fi
 # Batched decode: aggregate tokens/s as --parallel grows (each step reads the
 # weights once for every sequence; the curve flattens where the step turns
 # from bandwidth-bound to compute-bound).
-f=models/synth-llama-3.2-1b-Q4_K_M.gguf
-echo "== quill batch on $f: ${BATCH_N:-16} tokens per prompt, as many prompts as --parallel"
-for p in ${BATCH_PARALLEL:-1 2 4 8 16 32 64}; do
-    $PYTHON -c "import json,sys
+for shape in $shapes; do
+    model "$shape" Q4_K_M
+    echo "== quill batch on $f: ${BATCH_N:-16} tokens per prompt, as many prompts as --parallel"
+    for p in ${BATCH_PARALLEL:-1 2 4 8 16 32 64}; do
+        $PYTHON -c "import json,sys
 for i in range($p): print(json.dumps({'prompt': f'prompt number {i} about a cat', 'n': ${BATCH_N:-16}}))" >"$build/batch_in.jsonl"
-    "$build/quill" batch -m "$f" -c 256 --temp 0 --parallel "$p" -i "$build/batch_in.jsonl" \
-        --stats-json "$build/batch_stats.json" -q >/dev/null
-    $PYTHON -c "import json; s=json.load(open('$build/batch_stats.json'))
+        "$build/quill" batch $args -m "$f" -c 256 --temp 0 --parallel "$p" -i "$build/batch_in.jsonl" \
+            --stats-json "$build/batch_stats.json" -q >/dev/null
+        $PYTHON -c "import json; s=json.load(open('$build/batch_stats.json'))
 print(f'--parallel $p: {s[\"generated_tokens\"]} tokens in {s[\"wall_s\"]:.2f} s = {s[\"tok_s\"]:.1f} tok/s aggregate, mean TPOT {s[\"mean_tpot_ms\"]:.1f} ms, {s[\"steps\"]} steps')"
+    done
 done
+# Speculative decoding's costs: target passes over 1..9 positions and draft steps
+if [ -n "${BENCH_SPEC:-}" ]; then
+    if [ -x "$build/tests/bench_spec" ]; then
+        read -r target draft _ <<<"$BENCH_SPEC"
+        [ -n "$draft" ] || { echo "bench.sh: BENCH_SPEC needs two shapes, TARGET_SHAPE DRAFT_SHAPE" >&2; exit 2; }
+        model "$draft" Q4_K_M; d=$f
+        model "$target" Q4_K_M
+        echo "== speculative costs: target $f, draft $d"
+        gpu=; case " $args " in *" --gpu "*) gpu=--gpu ;; esac
+        "$build/tests/bench_spec" "$f" "$d" -k 8 $gpu
+    else
+        echo "== speculative costs: skipped ($build/tests/bench_spec not built)"
+    fi
+fi

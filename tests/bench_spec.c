@@ -3,7 +3,9 @@
 // speed-up they imply as a function of the acceptance rate. A benchmark, not a
 // test: `make build/tests/bench_spec`, then
 //
-//   build/tests/bench_spec TARGET.gguf [DRAFT.gguf] [-t THREADS] [-k KMAX] [-r REPS] [-c CTX]
+//   build/tests/bench_spec TARGET.gguf [DRAFT.gguf] [-t THREADS] [-k KMAX] [-r REPS] [-c CTX] [--gpu]
+//
+// (--gpu: both models on the CUDA backend; default the CPU.)
 //
 // Each pass runs after a 64-token context, so the KV cache is not empty; the
 // REPS rounds go over every size in turn, so a burst of load from other
@@ -21,6 +23,9 @@
 #include "model.h"
 #include "spec.h"
 #include "util.h"
+#ifdef QUILL_CUDA
+#include "kernels.h"
+#endif
 
 enum { CTX0 = 64 };
 
@@ -51,10 +56,10 @@ static void summarize(double *t, int reps, double *min, double *med) {
     *med = t[reps / 2];
 }
 
-static model *load(const char *path, int threads, int ctx) {
+static model *load(const char *path, const backend_ops *ops, int threads, int ctx) {
     char err[ERR_LEN];
     model *m;
-    model_opts mo = {.ops = &cpu_backend, .n_threads = threads, .n_ctx = ctx};
+    model_opts mo = {.ops = ops, .n_threads = threads, .n_ctx = ctx};
     if (model_load(&m, path, &mo, err)) {
         fprintf(stderr, "bench_spec: %s\n", err);
         exit(1);
@@ -75,20 +80,34 @@ static void warm(model *m, const int32_t *ids, float *logits) {
 int main(int argc, char **argv) {
     const char *tpath = NULL, *dpath = NULL;
     int threads = 0, kmax = 8, reps = 5, ctx = 256;
+    const backend_ops *ops = &cpu_backend;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) kmax = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gpu")) {
+#ifdef QUILL_CUDA
+            char why[ERR_LEN];
+            if (cuda_device_count(why) <= 0) {
+                fprintf(stderr, "bench_spec: --gpu: %s\n", why);
+                return 1;
+            }
+            ops = &cuda_backend;
+#else
+            fprintf(stderr, "bench_spec: --gpu: built without CUDA\n");
+            return 1;
+#endif
+        }
         else if (!tpath) tpath = argv[i];
         else dpath = argv[i];
     }
     if (!tpath || kmax < 1 || kmax > SPEC_MAX_DRAFT || reps < 1 || ctx < CTX0 + kmax + 1) {
-        fprintf(stderr, "usage: bench_spec TARGET.gguf [DRAFT.gguf] [-t N] [-k KMAX<=%d] [-r REPS] [-c CTX]\n",
+        fprintf(stderr, "usage: bench_spec TARGET.gguf [DRAFT.gguf] [-t N] [-k KMAX<=%d] [-r REPS] [-c CTX] [--gpu]\n",
                 SPEC_MAX_DRAFT);
         return 1;
     }
-    model *t = load(tpath, threads, ctx), *d = dpath ? load(dpath, threads, ctx) : NULL;
+    model *t = load(tpath, ops, threads, ctx), *d = dpath ? load(dpath, ops, threads, ctx) : NULL;
     const int V = model_cfg(t)->n_vocab;
     int32_t *ids = malloc(sizeof(int32_t) * (CTX0 + kmax + 1));
     float *logits = malloc(sizeof(float) * V * (kmax + 1));

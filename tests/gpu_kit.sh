@@ -19,10 +19,15 @@
 #   carry [".gpu-2"]  tests/gpu_kit.sh models goldens
 #   carry [".gpu-3"]  tests/gpu_kit.sh models goldens batch spec
 #   (no carry)        tests/gpu_kit.sh bench
-# Each step runs from the repository root with ../shared replaced by the union of
-# the parts present (the goldens restricted to the models present, and the count
-# of rows left out printed), logs to $OUT/STEP.log when $OUT is set, and the last
-# lines are a table of steps and results. Exit status: the number of failed steps.
+# env describes the machine; ops models goldens memcheck batch spec are
+# `tests/cuda.sh .gpu/build SHARED STEP`; bench is tests/bench.sh on the Llama-3.2-1B
+# and Llama-3.1-8B shapes (models written to /tmp/quill-bench) with --gpu, plus
+# bench_spec on the pair. KIT_CPU=1: a dry run where there is no GPU (--cpu, and
+# QUILL_TEST_DEVICE=cpu for cuda.sh). Each step runs from the repository root with
+# ../shared replaced by the union of the parts present (the goldens restricted to
+# the models present, and the count of rows left out printed), logs to
+# $OUT/STEP.log ($OUT: /tmp when unset), and the last lines are a table of steps
+# and results. Exit status: the number of failed steps.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
@@ -88,62 +93,17 @@ step_env() {
     command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer
     .gpu/build/quill $BK -m models/stories260K.gguf --temp 0 -n 16 "Once upon a time"
 }
-step_ops() { .gpu/build/tests/test_backend_ops; }
-step_models() { .gpu/build/tests/test_cuda_model; }
-step_goldens() {
-    local r=0 what
-    for what in continuations bos200 ppl; do
-        QUILL_ARGS=$BK $PY tests/golden.py .gpu/build/quill "$SHARED" $what || r=1
-    done
-    return $r
-}
-step_memcheck() {
-    local cs r=0
-    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    "$cs" --tool memcheck --leak-check full --error-exitcode 1 .gpu/build/quill $BK \
-        -m "$SHARED/models/gguf/stories260K-Q4_K_M.gguf" --temp 0 -n 24 -q "Once upon a time" || r=1
-    "$cs" --tool memcheck --error-exitcode 1 .gpu/build/quill $BK --kv q8 \
-        -m "$SHARED/models/gguf/synth-qwen3-Q4_K_M.gguf" --seed 1 -n 8 -q "Hello" || r=1
-    "$cs" --tool memcheck --error-exitcode 1 .gpu/build/tests/test_backend_ops --quick || r=1
-    return $r
-}
-# The batch and speculative tests run on the default backend, which must be the GPU.
-on_default() {
-    local b
-    b=$(.gpu/build/quill -m models/stories260K.gguf -n 1 -q --stats-json /tmp/quill-default.json "Hi" >/dev/null &&
-        $PY -c 'import json; print(json.load(open("/tmp/quill-default.json"))["backend"])') || return 1
-    echo "default backend: $b"
-    case "$b" in cuda*) ;; *) [ "$BK" = --cpu ] || { echo "gpu_kit: the default backend is not CUDA"; return 1; } ;; esac
-    QUILL=.gpu/build/quill bash "$@"
-}
-step_batch() { on_default tests/t_batch.sh; }
-step_spec() { on_default tests/t_spec.sh; }
+# The checks are tests/cuda.sh's steps, the benchmarks tests/bench.sh's.
+step_ops() { tests/cuda.sh .gpu/build "$SHARED" ops; }
+step_models() { tests/cuda.sh .gpu/build "$SHARED" models; }
+step_goldens() { tests/cuda.sh .gpu/build "$SHARED" goldens; }
+step_memcheck() { tests/cuda.sh .gpu/build "$SHARED" memcheck; }
+step_batch() { tests/cuda.sh .gpu/build "$SHARED" batch; }
+step_spec() { tests/cuda.sh .gpu/build "$SHARED" spec; }
 step_bench() {
-    local shape type f r=0
-    mkdir -p /tmp/quill-bench
-    for shape in llama-3.2-1b llama-3.1-8b; do
-        for type in Q4_K_M Q8_0; do
-            f=/tmp/quill-bench/$shape-$type.gguf
-            [ -f "$f" ] || $PY models/synth.py --shape $shape --type $type --shared "$SHARED" -o "$f" || return 1
-            echo "== $shape $type"
-            .gpu/build/quill bench $BK -m "$f" -p 512 -n 128 || r=1
-        done
-        echo "== $shape Q4_K_M, 4096-token prompt, --kv f16 / q8"
-        .gpu/build/quill bench $BK -m /tmp/quill-bench/$shape-Q4_K_M.gguf -p 4096 -n 128 || r=1
-        .gpu/build/quill bench $BK -m /tmp/quill-bench/$shape-Q4_K_M.gguf -p 4096 -n 128 --kv q8 || r=1
-        echo "== $shape Q4_K_M: quill batch, 64 tokens per prompt"
-        for p in 1 2 4 8 16 32 64; do
-            $PY -c "import json
-for i in range($p): print(json.dumps({'prompt': f'prompt number {i} about a cat', 'n': 64}))" >/tmp/quill-bench/in.jsonl
-            .gpu/build/quill batch $BK -m /tmp/quill-bench/$shape-Q4_K_M.gguf -c 256 --temp 0 --parallel $p \
-                -i /tmp/quill-bench/in.jsonl --stats-json /tmp/quill-bench/s.json -q >/dev/null || r=1
-            $PY -c "import json; s=json.load(open('/tmp/quill-bench/s.json'))
-print(f'--parallel $p: {s[\"tok_s\"]:.1f} tok/s aggregate, mean TPOT {s[\"mean_tpot_ms\"]:.2f} ms')"
-        done
-    done
-    echo "== speculative costs: 8B-shaped target, 1B-shaped draft"
-    .gpu/build/tests/bench_spec /tmp/quill-bench/llama-3.1-8b-Q4_K_M.gguf /tmp/quill-bench/llama-3.2-1b-Q4_K_M.gguf -k 8 || r=1
-    return $r
+    BENCH_SHAPES="llama-3.2-1b llama-3.1-8b" BENCH_DIR=/tmp/quill-bench QUILL_ARGS=$BK \
+        BENCH_P=512 BENCH_N=128 BENCH_LONG_P=4096 BATCH_N=64 BENCH_SPEC="llama-3.1-8b llama-3.2-1b" \
+        tests/bench.sh .gpu/build "$SHARED"
 }
 
 [ $# -ge 1 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
@@ -153,11 +113,11 @@ export LD_LIBRARY_PATH=$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=python3
 $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
 export PYTHON=$PY
-# KIT_CPU=1: a dry run of the kit itself where there is no GPU (--cpu, and the GPU
-# test programs' "device" side on cpu.c).
+# KIT_CPU=1: a dry run of the kit itself where there is no GPU (cuda.sh's dry run).
 if [ "${KIT_CPU:-0}" = 1 ]; then BK=--cpu; export QUILL_TEST_DEVICE=cpu; else BK=--gpu; fi
 assemble
 export SHARED=$S
+mkdir -p "${OUT:-/tmp}"
 results=()
 fails=0
 for s in "$@"; do

@@ -3,6 +3,7 @@
 //   build/tests/test_quant           run the tests (from the repo root; SHARED
 //                                    names the shared data, default ../shared)
 //   build/tests/test_quant --bench   single-thread kernel speeds, no checks
+//   build/tests/test_quant --dump    hashes of q_matmul outputs (tests/t_isa.sh)
 //
 // References: numpy's float16 and a float64 numpy dequantizer written from the
 // ggml layouts (tests/ref_quant.py, which checks itself against higher-
@@ -658,7 +659,56 @@ static void bench(void) {
     }
 }
 
+// ------------------------------------------------------------------- dump
+
+// --dump: one line per product (type, shape, joint tokens) with a hash of the
+// output bits, over every path of q_matmul: tails of units, the K chunks of
+// multi-token products, row blocks, lone tokens. The AVX-512, AVX2 and
+// portable builds must print the same lines (tests/t_isa.sh compares them).
+static void dump(void) {
+    static const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    static const int small[][2] = {{1, 1}, {3, 2}, {37, 3}, {5, 8}, {2, 17}};  // {rows, tokens}
+    static const int large[][2] = {{3, 1}, {33, 5}, {2, 16}};
+    rng_t r = {0xD0D0CAFEull};
+    printf("q_matmul dump (%s)\n", q_simd_name());
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t blk = qtype_get(type)->block;
+        const int64_t sizes[] = {blk == 1 ? 37 : blk, blk == 1 ? 100 : 3 * blk, blk == 1 ? 4101 : blk == 32 ? 4640 : 4096};
+        for (int si = 0; si < 3; si++) {
+            const int64_t n = sizes[si];
+            const int (*shapes)[2] = si < 2 ? small : large;
+            const int n_shapes = si < 2 ? 5 : 3;
+            for (int c = 0; c < n_shapes; c++) {
+                const int nr = shapes[c][0], nt = shapes[c][1];
+                const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n);
+                uint8_t *w = xmalloc64(rb * nr), *xq = xmalloc64(xs * nt);
+                float *x = xmalloc64(sizeof(float) * n), *y = xmalloc64(sizeof(float) * nr * nt);
+                for (int i = 0; i < nr; i++) random_row(&r, type, w + i * rb, n);
+                for (int t = 0; t < nt; t++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = (float)gauss(&r);
+                    q_quantize_act(type, x, xq + t * xs, n);
+                }
+                for (int joint = nt;; joint = joint > 1 ? joint / 2 : 0) {
+                    memset(y, 0xff, sizeof(float) * nr * nt);
+                    q_matmul(type, n, w, rb, nr, xq, xs, nt, joint, y, nr);
+                    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the output bits
+                    for (size_t i = 0; i < sizeof(float) * nr * nt; i++) h = (h ^ ((uint8_t *)y)[i]) * 0x100000001b3ull;
+                    printf("%-4s n=%-5lld rows=%-2d tokens=%-2d joint=%-2d %016llx\n", qtype_get(type)->name,
+                           (long long)n, nr, nt, joint, (unsigned long long)h);
+                    if (joint == 0) break;
+                }
+                free(w), free(xq), free(x), free(y);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--dump")) {
+        dump();
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
         bench();
         return 0;
