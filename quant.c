@@ -630,6 +630,25 @@ static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
 // D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
 // float), one fma per super-block (gemv: decode and leftover tokens) or per
 // 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2.
+// q4k_chain takes one super-block: its mins mn, I[p] = pair p's part of I
+// (sub-blocks 2p and 2p + 1) and its activation record (d_x, bsums pairs).
+static inline void q4k_chain(const block_q4_K *b, const uint8_t mn[8], const uint8_t *rec, const int32_t I[4],
+                             int gemm, float *s1, float *s2) {
+    const float dx = load_f32(rec + K4_W);
+    const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
+    int32_t isum = 0, msum = 0;
+    for (int p = 0; p < 4; p++) {
+        isum += I[p];
+        const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
+        msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+        if (gemm || p == 3) {
+            *s1 = fmaf((float)isum, D, *s1);
+            *s2 = fmaf((float)msum, Dm, *s2);
+            isum = msum = 0;
+        }
+    }
+}
+
 __attribute__((unused))
 static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
     float s1 = 0.0f, s2 = 0.0f;
@@ -638,24 +657,13 @@ static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
         uint8_t sc[8], mn[8];
         k4_scales(b->scales, sc, mn);
         const uint8_t *rec = x + k * K4_BYTES;
-        const float dx = load_f32(rec + K4_W);
-        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
-        int32_t isum = 0, msum = 0;
-        for (int p = 0; p < 4; p++) {
-            for (int h = 0; h < 2; h++) {
-                const int s = 2 * p + h;
-                int32_t dot = 0;
-                for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
-                isum += sc[s] * dot;
-            }
-            const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
-            msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
-            if (gemm || p == 3) {
-                s1 = fmaf((float)isum, D, s1);
-                s2 = fmaf((float)msum, Dm, s2);
-                isum = msum = 0;
-            }
+        int32_t I[4] = {0};
+        for (int s = 0; s < 8; s++) {
+            int32_t dot = 0;
+            for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
+            I[s / 2] += sc[s] * dot;
         }
+        q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
     }
     return s1 - s2;
 }
@@ -706,8 +714,8 @@ static inline float reduce16(const float a[16]) {
 // 32-element types: lane L of unit u is block 16u + L (blocks past the row's
 // end count as zero blocks): acc += fp16(d_w) * d_x * Σ w*x, with w = q - 8,
 // q - 16 or q; then for Q4_1/Q5_1 acc += fp16(m_w) * s_x.
-__attribute__((unused)) static void tile_block32_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
-                                                   int64_t u1, const uint8_t *x, size_t xs, int tn, float *out) {
+__attribute__((unused)) static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                     int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
     const size_t bs = QTYPES[type].block_bytes;
     const int64_t nb = n / 32;
     const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
@@ -736,9 +744,9 @@ __attribute__((unused)) static void tile_block32_c(uint32_t type, const uint8_t 
 
 // Q6_K: unit = super-block, lane g = group of 16: acc += (sc_g * fp16(d)) *
 // d_x * (Σ q*x + c_g), q unsigned (0..63), c_g = -32 Σx stored with x.
-__attribute__((unused)) static void tile_q6_K_c(const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
-                                                const uint8_t *x, size_t xs, int tn, float *out) {
-    (void)n;
+__attribute__((unused)) static void q6k_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                 int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
+    (void)type, (void)n;
     float acc[TILE_T][16] = {{0}};
     for (int64_t u = u0; u < u1; u++) {
         const block_q6_K *b = (const block_q6_K *)w + u;
@@ -770,8 +778,8 @@ static inline float float_weight(uint32_t type, const uint8_t *w, int64_t n, int
 // F32/F16 (x: f32 values, fp16-rounded for F16): lane L = element 16u + L,
 // acc += w * x. BF16 (x: bf16): lane L = elements 32u + 2L + 1 and 32u + 2L,
 // in that order, as VDPBF16PS adds them.
-__attribute__((unused)) static void tile_float_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
-                                                 int64_t u1, const uint8_t *x, size_t xs, int tn, float *out) {
+__attribute__((unused)) static void float_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                   int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
     for (int t = 0; t < tn; t++) {
         const uint8_t *xt = x + (size_t)t * xs;
         float acc[16] = {0};
@@ -953,16 +961,6 @@ ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-#define UNIT_TILE(name, type)                                                                        \
-    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
-                     int tn, float *out) {                                                            \
-        TILE_SWITCH(unit_tile_n, type, w, n, u0, u1, x, xs, out)                                      \
-    }
-UNIT_TILE(tile_q8_0, Q_Q8_0)
-UNIT_TILE(tile_q4_0, Q_Q4_0)
-UNIT_TILE(tile_q5_0, Q_Q5_0)
-UNIT_TILE(tile_q4_1, Q_Q4_1)
-UNIT_TILE(tile_q5_1, Q_Q5_1)
 
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
 
@@ -1003,8 +1001,9 @@ ALWAYS_INLINE void q6k_token(const q6k_regs *r, const uint8_t *q, __m512 *acc) {
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, _mm512_set1_ps(load_f32(q + K16_D))), *acc);
 }
 
-ALWAYS_INLINE void q6k_tile_n(const uint8_t *w, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                              float *out, const int NT) {
+ALWAYS_INLINE void q6k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                              const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)type, (void)n;
     __m512 acc[TILE_T];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -1019,11 +1018,6 @@ ALWAYS_INLINE void q6k_tile_n(const uint8_t *w, int64_t u0, int64_t u1, const ui
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    (void)n;
-    TILE_SWITCH(q6k_tile_n, w, u0, u1, x, xs, out)
-}
 
 // --- Q4_K: lanes = 16 weight rows (llama.cpp's repacked float order) --------
 //
@@ -1422,8 +1416,9 @@ ALWAYS_INLINE __m512 bf16_fma(__m512 acc, __m512i xv, __m512i wv) {
 #endif
 }
 
-ALWAYS_INLINE void bf16_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
-                               size_t xs, float *out, const int NT) {
+ALWAYS_INLINE void bf16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                               const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)type;
     __m512 acc[TILE_T];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -1439,19 +1434,11 @@ ALWAYS_INLINE void bf16_tile_n(const uint8_t *w, int64_t n, int64_t u0, int64_t 
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-static void tile_f32(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                     int tn, float *out) {
-    TILE_SWITCH(f_tile_n, Q_F32, w, n, u0, u1, x, xs, out)
-}
-static void tile_f16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                     int tn, float *out) {
-    TILE_SWITCH(f_tile_n, Q_F16, w, n, u0, u1, x, xs, out)
-}
-static void tile_bf16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    TILE_SWITCH(bf16_tile_n, w, n, u0, u1, x, xs, out)
-}
 
+#define BLOCK32_KERNEL unit_tile_n
+#define Q6K_KERNEL q6k_tile_n
+#define FLOAT_KERNEL f_tile_n
+#define BF16_KERNEL bf16_tile_n
 #endif  // Q_AVX512
 
 // ---------------------------------------------------------------------------
@@ -1586,16 +1573,6 @@ ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, in
     for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
 }
 
-#define UNIT_TILE_AVX2(name, type)                                                                    \
-    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
-                     int tn, float *out) {                                                            \
-        TILE_SWITCH(unit_tile_avx2, type, w, n, u0, u1, x, xs, out)                                   \
-    }
-UNIT_TILE_AVX2(tile_q8_0, Q_Q8_0)
-UNIT_TILE_AVX2(tile_q4_0, Q_Q4_0)
-UNIT_TILE_AVX2(tile_q5_0, Q_Q5_0)
-UNIT_TILE_AVX2(tile_q4_1, Q_Q4_1)
-UNIT_TILE_AVX2(tile_q5_1, Q_Q5_1)
 
 // Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
 // = sc * fp16(d) of group 8h + g.
@@ -1626,8 +1603,9 @@ ALWAYS_INLINE void q6k_unpack_avx2(const block_q6_K *b, __m256i q[2][4], __m256 
     }
 }
 
-ALWAYS_INLINE void q6k_tile_avx2(const uint8_t *w, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                                 float *out, const int NT) {
+ALWAYS_INLINE void q6k_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                 const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)type, (void)n;
     __m256 acc[TILE_T][2];
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
@@ -1651,11 +1629,6 @@ ALWAYS_INLINE void q6k_tile_avx2(const uint8_t *w, int64_t u0, int64_t u1, const
     for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
 }
 
-static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    (void)n;
-    TILE_SWITCH(q6k_tile_avx2, w, u0, u1, x, xs, out)
-}
 
 // Float types: 16 lanes of weights (and of x for F32/F16) widened to f32, a
 // last partial unit through zeroed buffers. BF16 lanes hold pairs: the odd
@@ -1710,18 +1683,6 @@ ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, i
     for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
 }
 
-static void tile_f32(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                     int tn, float *out) {
-    TILE_SWITCH(float_tile_avx2, Q_F32, w, n, u0, u1, x, xs, out)
-}
-static void tile_f16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                     int tn, float *out) {
-    TILE_SWITCH(float_tile_avx2, Q_F16, w, n, u0, u1, x, xs, out)
-}
-static void tile_bf16(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    TILE_SWITCH(float_tile_avx2, Q_BF16, w, n, u0, u1, x, xs, out)
-}
 
 // Q4_K and Q5_K, one row against one token, in dot_q4_K's and dot_q5_K's
 // float orders (integer sums by SIMD, the float chains as stated there).
@@ -1740,8 +1701,6 @@ static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int ge
         uint8_t sc[8], mn[8];
         k4_scales(b->scales, sc, mn);
         const uint8_t *rec = x + k * K4_BYTES;
-        const float dx = load_f32(rec + K4_W);
-        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
         __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
         for (int p = 0; p < 4; p++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
@@ -1752,17 +1711,8 @@ static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int ge
                 _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi),
                                   _mm256_set1_epi16(sc[2 * p + 1])));
         }
-        int32_t isum = 0, msum = 0;
-        for (int p = 0; p < 4; p++) {
-            isum += hsum_i32_avx2(P[p]);
-            const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
-            msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
-            if (gemm || p == 3) {
-                s1 = fmaf((float)isum, D, s1);
-                s2 = fmaf((float)msum, Dm, s2);
-                isum = msum = 0;
-            }
-        }
+        const int32_t I[4] = {hsum_i32_avx2(P[0]), hsum_i32_avx2(P[1]), hsum_i32_avx2(P[2]), hsum_i32_avx2(P[3])};
+        q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
     }
     return s1 - s2;
 }
@@ -1804,6 +1754,10 @@ static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
     return hsum8_ggml(l) - S;
 }
 
+#define BLOCK32_KERNEL unit_tile_avx2
+#define Q6K_KERNEL q6k_tile_avx2
+#define FLOAT_KERNEL float_tile_avx2
+#define BF16_KERNEL float_tile_avx2
 #endif  // Q_AVX2
 
 // Q4_K or Q5_K, one row against one token (gemm: llama.cpp's gemm order).
@@ -1821,25 +1775,28 @@ static float dot_k(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n,
 // ---------------------------------------------------------------------------
 
 #if !defined(Q_AVX512) && !defined(Q_AVX2)
-#define C_TILE(name, body, type)                                                                      \
+#define BLOCK32_KERNEL block32_kernel_c
+#define Q6K_KERNEL q6k_kernel_c
+#define FLOAT_KERNEL float_kernel_c
+#define BF16_KERNEL float_kernel_c
+#endif
+
+// The tile functions: each ISA's kernels, NT a compile-time constant.
+#define TILE_FN(name, kernel, type)                                                                    \
     static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
                      int tn, float *out) {                                                            \
-        body(type, w, n, u0, u1, x, xs, tn, out);                                                     \
+        TILE_SWITCH(kernel, type, w, n, u0, u1, x, xs, out)                                           \
     }
-C_TILE(tile_q8_0, tile_block32_c, Q_Q8_0)
-C_TILE(tile_q4_0, tile_block32_c, Q_Q4_0)
-C_TILE(tile_q5_0, tile_block32_c, Q_Q5_0)
-C_TILE(tile_q4_1, tile_block32_c, Q_Q4_1)
-C_TILE(tile_q5_1, tile_block32_c, Q_Q5_1)
-C_TILE(tile_f32, tile_float_c, Q_F32)
-C_TILE(tile_f16, tile_float_c, Q_F16)
-C_TILE(tile_bf16, tile_float_c, Q_BF16)
-#undef C_TILE
-static void tile_q6_K(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs,
-                      int tn, float *out) {
-    tile_q6_K_c(w, n, u0, u1, x, xs, tn, out);
-}
-#endif
+TILE_FN(tile_q8_0, BLOCK32_KERNEL, Q_Q8_0)
+TILE_FN(tile_q4_0, BLOCK32_KERNEL, Q_Q4_0)
+TILE_FN(tile_q5_0, BLOCK32_KERNEL, Q_Q5_0)
+TILE_FN(tile_q4_1, BLOCK32_KERNEL, Q_Q4_1)
+TILE_FN(tile_q5_1, BLOCK32_KERNEL, Q_Q5_1)
+TILE_FN(tile_q6_K, Q6K_KERNEL, Q_Q6_K)
+TILE_FN(tile_f32, FLOAT_KERNEL, Q_F32)
+TILE_FN(tile_f16, FLOAT_KERNEL, Q_F16)
+TILE_FN(tile_bf16, BF16_KERNEL, Q_BF16)
+#undef TILE_FN
 
 // The tile kernel of a weight type and the elements in one of its units.
 static tile_fn tile_for(uint32_t type, int64_t *unit) {
