@@ -1687,10 +1687,10 @@ ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, i
 // Q4_K and Q5_K, one row against one token, in dot_q4_K's and dot_q5_K's
 // float orders (integer sums by SIMD, the float chains as stated there).
 
-ALWAYS_INLINE int32_t hsum_i32_avx2(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+// The lane sums of four vectors (integers: exact in any order).
+ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
@@ -1711,7 +1711,8 @@ static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int ge
                 _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi),
                                   _mm256_set1_epi16(sc[2 * p + 1])));
         }
-        const int32_t I[4] = {hsum_i32_avx2(P[0]), hsum_i32_avx2(P[1]), hsum_i32_avx2(P[2]), hsum_i32_avx2(P[3])};
+        int32_t I[4];
+        _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
         q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
     }
     return s1 - s2;

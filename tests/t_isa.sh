@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/t_isa.sh — quant.c's three q_matmul implementations (AVX-512 VNNI, AVX2,
-# portable C) compute the same bits, so quill's output does not depend on the
-# machine it was built for (the goldens, which this build passes, then hold on
-# every x86-64 machine and on every other architecture).
+# portable C) compute the same bits, so quill's products do not depend on the
+# machine it was built for (the goldens this build passes also pass in an
+# x86-64-v3 and a no-SIMD build).
 #   env: BUILD (build). Run from the repo root; exit 0 = pass.
 #
 # test_quant --dump prints a hash of q_matmul's output for 550 products over
@@ -10,11 +10,15 @@
 # row blocks, lone tokens). This build's dump is compared with those of
 # test_quant compiled here for x86-64-v3 (AVX2) and with no SIMD at all. On a
 # machine without AVX-512 this build is the AVX2 one; without AVX2 (or not
-# x86-64) only the portable copy is compared.
+# x86-64) only the portable copy is compared. Where aarch64-linux-gnu-gcc and
+# qemu-aarch64 are installed (Debian: gcc-aarch64-linux-gnu, qemu-user; CI does
+# not install them), the portable code built for aarch64 is compared as well.
 set -u
 . tests/lib.sh
 BUILD=${BUILD:-build}
 CC=${CC:-cc}
+# in the ASan run (make test-asan) the copies are sanitized too
+san=; [ "${QUILL_SANITIZED:-0}" = 1 ] && san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 "$BUILD/tests/test_quant" --dump >"$tmp/this.txt" || { echo "FAIL test_quant --dump"; exit 1; }
 echo "this build: $(head -1 "$tmp/this.txt")"
 flavours=("portable:-O2")
@@ -24,7 +28,7 @@ fi
 for f in "${flavours[@]}"; do
     name=${f%%:*}
     # shellcheck disable=SC2086  # the flags are words
-    if ! $CC ${f#*:} -std=c11 -D_GNU_SOURCE -fopenmp -I. -o "$tmp/tq_$name" tests/test_quant.c quant.c util.c -lm; then
+    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -fopenmp -I. -o "$tmp/tq_$name" tests/test_quant.c quant.c util.c -lm; then
         echo "FAIL could not compile the $name copy of test_quant"
         fail=1
         continue
@@ -33,4 +37,14 @@ for f in "${flavours[@]}"; do
     check "$name copy ($(head -1 "$tmp/$name.txt")): the same bits as this build" \
         cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/$name.txt")
 done
+if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
+    if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant.c util.c -lm &&
+        qemu-aarch64 -L /usr/aarch64-linux-gnu "$tmp/tq_arm" --dump >"$tmp/arm.txt"; then
+        check "aarch64 copy, under qemu ($(head -1 "$tmp/arm.txt")): the same bits as this build" \
+            cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/arm.txt")
+    else
+        echo "FAIL could not build or run the aarch64 copy of test_quant"
+        fail=1
+    fi
+fi
 exit $fail
