@@ -1718,6 +1718,94 @@ static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int ge
     return s1 - s2;
 }
 
+// Q4_K for several tokens: lanes = 8 weight rows, each running dot_q4_K's
+// float chain (as q4k_rows_n does with 16). Integer sums: per sub-block, the
+// 8 VPMADDUBSW results add up in int16 (|sum| <= 8 * 2 * 15 * 127 < 2^15),
+// then VPMADDWD applies each row's scale. y[t * ldy + r] for rows r < nvalid
+// and NT tokens, in gemm (per 64 elements) or gemv (per super-block) order.
+ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
+                                  size_t xs, int gemm, float *y, size_t ldy, const int NT) {
+    __m256 s1[8], s2[8];
+    __m256i I[8], M[8];
+    for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm256_setzero_ps(), I[t] = M[t] = _mm256_setzero_si256();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q4_K);
+        uint32_t scw[8][8], mnw[4][8];  // [sub-block or pair][row]: int16 pairs for VPMADDWD
+        uint16_t d[8], dmin[8];
+        for (int r = 0; r < 8; r++) {
+            const block_q4_K *b = (const block_q4_K *)(rows[r] + off);
+            uint8_t sc[8], mn[8];
+            k4_scales(b->scales, sc, mn);
+            for (int s = 0; s < 8; s++) scw[s][r] = sc[s] * 0x10001u;
+            for (int p = 0; p < 4; p++) mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
+            d[r] = b->d, dmin[r] = b->dmin;
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+        const uint8_t *u = x + (size_t)k * K4_BYTES;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *p[8], *p2[8];
+            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q4_K, qs) + 32 * c, p2[r] = p[r] + 16;
+            __m256i raw[8];  // raw[v] lane r: dword v of row r's 32 qs bytes
+            transpose8x4(p, raw);
+            transpose8x4(p2, raw + 4);
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                __m256i nib[8];
+                for (int v = 0; v < 8; v++) nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
+                const __m256i sc = _mm256_loadu_si256((const __m256i *)scw[s]);
+                for (int t = 0; t < NT; t++) {
+                    const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
+                    __m256i acc = _mm256_maddubs_epi16(nib[0], _mm256_set1_epi32((int)load_u32(a)));
+                    for (int v = 1; v < 8; v++)
+                        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
+                    I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(acc, sc));
+                }
+            }
+            const __m256i mn = _mm256_loadu_si256((const __m256i *)mnw[c]);
+            for (int t = 0; t < NT; t++)
+                M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c))));
+            if (gemm || c == 3) {
+                for (int t = 0; t < NT; t++) {
+                    const __m256 dx = _mm256_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
+                    s1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[t]), _mm256_mul_ps(dw, dx), s1[t]);
+                    s2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(dmw, dx), s2[t]);
+                    I[t] = M[t] = _mm256_setzero_si256();
+                }
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        float o[8];
+        _mm256_storeu_ps(o, _mm256_sub_ps(s1[t], s2[t]));
+        memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
+    }
+}
+
+// Q4_K on AVX2: single tokens row by row (dot_q4_K_avx2), groups of tokens
+// 8 rows at a time; tokens [0, ngemm) in the gemm order (as matmul_q4_K).
+static void matmul_q4_K_avx2(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
+                             int nt, int ngemm, float *y, size_t ldy) {
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int nv = nr - r0 < 8 ? nr - r0 : 8;
+        const uint8_t *rows[8];
+        for (int r = 0; r < 8; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        for (int t = 0; t < nt;) {
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
+            if (left >= 8) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 8), t += 8;
+            else if (left >= 4) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 4), t += 4;
+            else if (left >= 2) q4k_rows8_avx2(rows, nv, n, xt, xs, 0, yt, ldy, 2), t += 2;
+            else {
+                for (int r = 0; r < nv; r++) yt[r] = dot_q4_K_avx2(rows[r], xt, n, 0);
+                t += 1;
+            }
+        }
+    }
+}
+
 static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
     __m256 lane = _mm256_setzero_ps();
     float S = 0.0f;
@@ -1875,6 +1963,12 @@ static void matmul_tokens(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_
         matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
         return;
     }
+#if defined(Q_AVX2)
+    if (wtype == Q_Q4_K) {
+        matmul_q4_K_avx2(n, w, w_stride, nr, xq, xq_stride, nt, lone ? 0 : nt - nt % 4, y, ldy);
+        return;
+    }
+#endif
     for (int r = 0; r < nr; r++)
         for (int t = 0; t < nt; t++) {
             const int gemm = !lone && t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
