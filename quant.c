@@ -1783,26 +1783,80 @@ ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
     }
 }
 
-// Q4_K on AVX2: single tokens row by row (dot_q4_K_avx2), groups of tokens
-// 8 rows at a time; tokens [0, ngemm) in the gemm order (as matmul_q4_K).
-static void matmul_q4_K_avx2(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
-                             int nt, int ngemm, float *y, size_t ldy) {
-    for (int r0 = 0; r0 < nr; r0 += 8) {
-        const int nv = nr - r0 < 8 ? nr - r0 : 8;
-        const uint8_t *rows[8];
-        for (int r = 0; r < 8; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        for (int t = 0; t < nt;) {
-            float *yt = y + (size_t)t * ldy + r0;
-            const uint8_t *xt = x + (size_t)t * xs;
-            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
-            if (left >= 8) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 8), t += 8;
-            else if (left >= 4) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 4), t += 4;
-            else if (left >= 2) q4k_rows8_avx2(rows, nv, n, xt, xs, 0, yt, ldy, 2), t += 2;
-            else {
-                for (int r = 0; r < nv; r++) yt[r] = dot_q4_K_avx2(rows[r], xt, n, 0);
-                t += 1;
+// Q5_K for several tokens: lanes = 8 weight rows, each running dot_q5_K's
+// float chains (as q5k_rows_n does with 16): acc[t][j] lane r follows row r's
+// lane j, S[t] its mins.
+ALWAYS_INLINE void q5k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
+                                  size_t xs, float *y, size_t ldy, const int NT) {
+    __m256 acc[8][8], S[8];
+    for (int t = 0; t < NT; t++) {
+        S[t] = _mm256_setzero_ps();
+        for (int j = 0; j < 8; j++) acc[t][j] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10);
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q5_K);
+        uint32_t scw[8][8], mnw[4][8];  // [sub-block or pair][row]: int16 pairs for VPMADDWD
+        uint16_t d[8], dmin[8];
+        for (int r = 0; r < 8; r++) {
+            const block_q5_K *b = (const block_q5_K *)(rows[r] + off);
+            uint8_t sc[8], mn[8];
+            k4_scales(b->scales, sc, mn);
+            for (int s = 0; s < 8; s++) scw[s][r] = sc[s] * 0x10001u;
+            for (int p = 0; p < 4; p++) mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
+            d[r] = b->d, dmin[r] = b->dmin;
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+        // W[s][j] lane r: the 5-bit weights 4j..4j+3 of sub-block s of row r
+        __m256i W[8][8], qh[8];
+        const uint8_t *p[8], *p2[8];
+        for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q5_K, qh), p2[r] = p[r] + 16;
+        transpose8x4(p, qh);
+        transpose8x4(p2, qh + 4);
+        for (int c = 0; c < 4; c++) {
+            __m256i raw[8];
+            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q5_K, qs) + 32 * c, p2[r] = p[r] + 16;
+            transpose8x4(p, raw);
+            transpose8x4(p2, raw + 4);
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                for (int j = 0; j < 8; j++) {  // bit s of each qh byte moved to bit 4
+                    const __m256i hb = s < 4 ? _mm256_slli_epi16(qh[j], 4 - s) : _mm256_srli_epi16(qh[j], s - 4);
+                    W[s][j] = _mm256_or_si256(_mm256_and_si256(h ? _mm256_srli_epi16(raw[j], 4) : raw[j], m4),
+                                              _mm256_and_si256(hb, bit4));
+                }
             }
         }
+        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
+        const int L0 = (int)(8 * k % 16);                      // its first lane
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = u + (size_t)t * xs;
+            const __m256 dx = _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L0));
+            const __m256 D = _mm256_mul_ps(dw, dx);
+            for (int j = 0; j < 8; j++) {
+                __m256i i = _mm256_setzero_si256();
+                for (int s = 0; s < 8; s++) {
+                    const __m256i xv = _mm256_set1_epi32((int)load_u32(a + 64 * j + 4 * (L0 + s)));
+                    i = _mm256_add_epi32(i, _mm256_madd_epi16(_mm256_maddubs_epi16(W[s][j], xv),
+                                                              _mm256_loadu_si256((const __m256i *)scw[s])));
+                }
+                acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), D, acc[t][j]);
+            }
+            __m256i M = _mm256_setzero_si256();
+            for (int q = 0; q < 4; q++)
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)mnw[q]),
+                                                          _mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * (L0 + 2 * q)))));
+            S[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmw, dx), S[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        const __m256 *v = acc[t];  // hsum_float_8's pairing: ((0+4) + (2+6)) + ((1+5) + (3+7))
+        const __m256 h = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                                       _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+        float o[8];
+        _mm256_storeu_ps(o, _mm256_sub_ps(h, S[t]));
+        memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
     }
 }
 
@@ -1843,6 +1897,40 @@ static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
     return hsum8_ggml(l) - S;
 }
 
+// Q4_K and Q5_K on AVX2: single tokens row by row (dot_q4_K_avx2,
+// dot_q5_K_avx2), groups of tokens 8 rows at a time; Q4_K's tokens [0, ngemm)
+// in the gemm order (as matmul_q4_K).
+static void matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                          size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int nv = nr - r0 < 8 ? nr - r0 : 8;
+        const uint8_t *rows[8];
+        for (int r = 0; r < 8; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        for (int t = 0; t < nt;) {
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
+            if (type == Q_Q5_K && left >= 2) {
+                const int tn = left >= 8 ? 8 : left >= 4 ? 4 : 2;
+                if (tn == 8) q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, 8);
+                else if (tn == 4) q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, 4);
+                else q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, 2);
+                t += tn;
+            } else if (type == Q_Q4_K && left >= 2) {
+                const int tn = left >= 8 ? 8 : left >= 4 ? 4 : 2;
+                if (tn == 8) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 8);
+                else if (tn == 4) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 4);
+                else q4k_rows8_avx2(rows, nv, n, xt, xs, 0, yt, ldy, 2);
+                t += tn;
+            } else {
+                for (int r = 0; r < nv; r++)
+                    yt[r] = type == Q_Q4_K ? dot_q4_K_avx2(rows[r], xt, n, 0) : dot_q5_K_avx2(rows[r], xt, n);
+                t += 1;
+            }
+        }
+    }
+}
+
 #define BLOCK32_KERNEL unit_tile_avx2
 #define Q6K_KERNEL q6k_tile_avx2
 #define FLOAT_KERNEL float_tile_avx2
@@ -1850,13 +1938,9 @@ static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
 #endif  // Q_AVX2
 
 // Q4_K or Q5_K, one row against one token (gemm: llama.cpp's gemm order).
-__attribute__((unused))  // the AVX-512 build has its own Q4_K and Q5_K kernels
+__attribute__((unused))  // the SIMD builds have their own Q4_K and Q5_K kernels
 static float dot_k(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
-#if defined(Q_AVX2)
-    return type == Q_Q4_K ? dot_q4_K_avx2(w, x, n, gemm) : dot_q5_K_avx2(w, x, n);
-#else
     return type == Q_Q4_K ? dot_q4_K(w, x, n, gemm) : dot_q5_K(w, x, n);
-#endif
 }
 
 // ---------------------------------------------------------------------------
@@ -1964,16 +2048,14 @@ static void matmul_tokens(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_
         return;
     }
 #if defined(Q_AVX2)
-    if (wtype == Q_Q4_K) {
-        matmul_q4_K_avx2(n, w, w_stride, nr, xq, xq_stride, nt, lone ? 0 : nt - nt % 4, y, ldy);
-        return;
-    }
-#endif
+    matmul_k_avx2(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone ? 0 : nt - nt % 4, y, ldy);
+#else
     for (int r = 0; r < nr; r++)
         for (int t = 0; t < nt; t++) {
             const int gemm = !lone && t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
             y[(size_t)t * ldy + r] = dot_k(wtype, w + (size_t)r * w_stride, xq + (size_t)t * xq_stride, n, gemm);
         }
+#endif
 #endif
 }
 
