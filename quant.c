@@ -590,38 +590,20 @@ static inline float hsum8_ggml(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-// Q5_K in the float order of llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its
-// AVX2 code, which AVX-512 builds run too): 8 float lanes, lane j holding
-// elements 32s + 4j .. 32s + 4j + 3 of every sub-block s. Per super-block,
-// lane j's exact integer sum Σ_s sc[s] * Σ q*x enters with one fma by
-// D = d_x * fp16(d); the mins run in their own chain S = fma(Dm, M, S) with
-// Dm = d_x * fp16(dmin) and M = Σ mn[s] * Σx_s. The result is
-// hsum8(lanes) - S (llama.cpp adds summs = -S).
-__attribute__((unused))  // SIMD builds keep it as the readable statement of the math
-static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
-    float lane[8] = {0};
-    float S = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q5_K)) {
-        const block_q5_K *b = (const block_q5_K *)w;
-        uint8_t sc[8], mn[8];
-        k4_scales(b->scales, sc, mn);
-        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
-        const int L0 = (int)(8 * k % 16);
-        const float dx = load_f32(u0 + UNIT_D + 4 * L0);
-        const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
-        for (int j = 0; j < 8; j++) {
-            int32_t isum = 0;
-            for (int s = 0; s < 8; s++) {
-                int32_t p = 0;
-                for (int i = 0; i < 4; i++)
-                    p += q5k_value(b, 32 * s + 4 * j + i) * (int8_t)u0[lane_pos(L0 + s, 4 * j + i)];
-                isum += sc[s] * p;
-            }
-            lane[j] = fmaf((float)isum, D, lane[j]);
+
+// Lane j's integer sum of one Q5_K super-block (see dot_q5_K): isum[j] =
+// Σ_s sc[s] * Σ q*x over elements 32s + 4j .. 32s + 4j + 3; the activations
+// are lanes L0.. of unit u0.
+__attribute__((unused))  // the AVX2 build has its own
+static void q5k_ints_c(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0, int32_t isum[8]) {
+    for (int j = 0; j < 8; j++) {
+        isum[j] = 0;
+        for (int s = 0; s < 8; s++) {
+            int32_t p = 0;
+            for (int i = 0; i < 4; i++) p += q5k_value(b, 32 * s + 4 * j + i) * (int8_t)u0[lane_pos(L0 + s, 4 * j + i)];
+            isum[j] += sc[s] * p;
         }
-        S = fmaf((float)k32_min_sum(mn, x, k), Dm, S);
     }
-    return hsum8_ggml(lane) - S;
 }
 
 // Q4_K in the float order of llama.cpp's repacked q4_K_8x8 kernels: per
@@ -629,8 +611,8 @@ static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
 // the activation's bsums pairs) enter two float accumulators, s1 with
 // D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
 // float), one fma per super-block (gemv: decode and leftover tokens) or per
-// 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2.
-// q4k_chain takes one super-block: its mins mn, I[p] = pair p's part of I
+// 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2
+// (dot_q4_K). q4k_chain takes one super-block: its mins mn, I[p] = pair p's part of I
 // (sub-blocks 2p and 2p + 1) and its activation record (d_x, bsums pairs).
 static inline void q4k_chain(const block_q4_K *b, const uint8_t mn[8], const uint8_t *rec, const int32_t I[4],
                              int gemm, float *s1, float *s2) {
@@ -649,23 +631,17 @@ static inline void q4k_chain(const block_q4_K *b, const uint8_t mn[8], const uin
     }
 }
 
-__attribute__((unused))
-static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
-        const block_q4_K *b = (const block_q4_K *)w;
-        uint8_t sc[8], mn[8];
-        k4_scales(b->scales, sc, mn);
-        const uint8_t *rec = x + k * K4_BYTES;
-        int32_t I[4] = {0};
-        for (int s = 0; s < 8; s++) {
-            int32_t dot = 0;
-            for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
-            I[s / 2] += sc[s] * dot;
-        }
-        q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
+
+// Pair p's part of I for one Q4_K super-block (see dot_q4_K): sub-blocks
+// 2p and 2p + 1, rec its activation record.
+__attribute__((unused))  // the AVX2 build has its own
+static void q4k_ints_c(const block_q4_K *b, const uint8_t sc[8], const uint8_t *rec, int32_t I[4]) {
+    memset(I, 0, 4 * sizeof *I);
+    for (int s = 0; s < 8; s++) {
+        int32_t dot = 0;
+        for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
+        I[s / 2] += sc[s] * dot;
     }
-    return s1 - s2;
 }
 
 // ---------------------------------------------------------------------------
@@ -1684,8 +1660,7 @@ ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, i
 }
 
 
-// Q4_K and Q5_K, one row against one token, in dot_q4_K's and dot_q5_K's
-// float orders (integer sums by SIMD, the float chains as stated there).
+// Q4_K and Q5_K: the integer sums of one super-block (q4k_ints_c, q5k_ints_c).
 
 // The lane sums of four vectors (integers: exact in any order).
 ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
@@ -1693,29 +1668,42 @@ ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-static float dot_q4_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
-    float s1 = 0.0f, s2 = 0.0f;
+ALWAYS_INLINE void q4k_ints_avx2(const block_q4_K *b, const uint8_t sc[8], const uint8_t *rec, int32_t I[4]) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
-        const block_q4_K *b = (const block_q4_K *)w;
+    __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
+    for (int p = 0; p < 4; p++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
+        const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
+        P[p] = _mm256_add_epi32(
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), _mm256_set1_epi16(sc[2 * p])),
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi),
+                              _mm256_set1_epi16(sc[2 * p + 1])));
+    }
+    _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
+}
+
+// The scales of one super-block of 8 Q4_K or Q5_K rows (the same header:
+// d, dmin, the 12 scale bytes): scw[s] lane r = row r's scale of sub-block s
+// and mnw[p] lane r = its mins of sub-blocks 2p, 2p + 1, as int16 pairs for
+// VPMADDWD; d and dmin as floats.
+typedef struct {
+    uint32_t scw[8][8], mnw[4][8];
+    __m256 d, dmin;
+} k_scales8;
+
+ALWAYS_INLINE void k_rows8_scales(const uint8_t *const rows[8], size_t off, k_scales8 *o) {
+    uint16_t d[8], dmin[8];
+    for (int r = 0; r < 8; r++) {
+        const block_q4_K *b = (const block_q4_K *)(rows[r] + off);
         uint8_t sc[8], mn[8];
         k4_scales(b->scales, sc, mn);
-        const uint8_t *rec = x + k * K4_BYTES;
-        __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
-        for (int p = 0; p < 4; p++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
-            const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
-            const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
-            P[p] = _mm256_add_epi32(
-                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), _mm256_set1_epi16(sc[2 * p])),
-                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi),
-                                  _mm256_set1_epi16(sc[2 * p + 1])));
-        }
-        int32_t I[4];
-        _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
-        q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
+        for (int s = 0; s < 8; s++) o->scw[s][r] = sc[s] * 0x10001u;
+        for (int p = 0; p < 4; p++) o->mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
+        d[r] = b->d, dmin[r] = b->dmin;
     }
-    return s1 - s2;
+    o->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    o->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
 }
 
 // Q4_K for several tokens: lanes = 8 weight rows, each running dot_q4_K's
@@ -1731,18 +1719,9 @@ ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t k = 0; k < n / 256; k++) {
         const size_t off = (size_t)k * sizeof(block_q4_K);
-        uint32_t scw[8][8], mnw[4][8];  // [sub-block or pair][row]: int16 pairs for VPMADDWD
-        uint16_t d[8], dmin[8];
-        for (int r = 0; r < 8; r++) {
-            const block_q4_K *b = (const block_q4_K *)(rows[r] + off);
-            uint8_t sc[8], mn[8];
-            k4_scales(b->scales, sc, mn);
-            for (int s = 0; s < 8; s++) scw[s][r] = sc[s] * 0x10001u;
-            for (int p = 0; p < 4; p++) mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
-            d[r] = b->d, dmin[r] = b->dmin;
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+        k_scales8 ks;
+        k_rows8_scales(rows, off, &ks);
+        const __m256 dw = ks.d, dmw = ks.dmin;
         const uint8_t *u = x + (size_t)k * K4_BYTES;
         for (int c = 0; c < 4; c++) {
             const uint8_t *p[8], *p2[8];
@@ -1754,7 +1733,7 @@ ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
                 const int s = 2 * c + h;
                 __m256i nib[8];
                 for (int v = 0; v < 8; v++) nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
-                const __m256i sc = _mm256_loadu_si256((const __m256i *)scw[s]);
+                const __m256i sc = _mm256_loadu_si256((const __m256i *)ks.scw[s]);
                 for (int t = 0; t < NT; t++) {
                     const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
                     __m256i acc = _mm256_maddubs_epi16(nib[0], _mm256_set1_epi32((int)load_u32(a)));
@@ -1763,7 +1742,7 @@ ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
                     I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(acc, sc));
                 }
             }
-            const __m256i mn = _mm256_loadu_si256((const __m256i *)mnw[c]);
+            const __m256i mn = _mm256_loadu_si256((const __m256i *)ks.mnw[c]);
             for (int t = 0; t < NT; t++)
                 M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c))));
             if (gemm || c == 3) {
@@ -1796,18 +1775,9 @@ ALWAYS_INLINE void q5k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
     const __m256i m4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10);
     for (int64_t k = 0; k < n / 256; k++) {
         const size_t off = (size_t)k * sizeof(block_q5_K);
-        uint32_t scw[8][8], mnw[4][8];  // [sub-block or pair][row]: int16 pairs for VPMADDWD
-        uint16_t d[8], dmin[8];
-        for (int r = 0; r < 8; r++) {
-            const block_q5_K *b = (const block_q5_K *)(rows[r] + off);
-            uint8_t sc[8], mn[8];
-            k4_scales(b->scales, sc, mn);
-            for (int s = 0; s < 8; s++) scw[s][r] = sc[s] * 0x10001u;
-            for (int p = 0; p < 4; p++) mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
-            d[r] = b->d, dmin[r] = b->dmin;
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+        k_scales8 ks;
+        k_rows8_scales(rows, off, &ks);
+        const __m256 dw = ks.d, dmw = ks.dmin;
         // W[s][j] lane r: the 5-bit weights 4j..4j+3 of sub-block s of row r
         __m256i W[8][8], qh[8];
         const uint8_t *p[8], *p2[8];
@@ -1839,13 +1809,13 @@ ALWAYS_INLINE void q5k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
                 for (int s = 0; s < 8; s++) {
                     const __m256i xv = _mm256_set1_epi32((int)load_u32(a + 64 * j + 4 * (L0 + s)));
                     i = _mm256_add_epi32(i, _mm256_madd_epi16(_mm256_maddubs_epi16(W[s][j], xv),
-                                                              _mm256_loadu_si256((const __m256i *)scw[s])));
+                                                              _mm256_loadu_si256((const __m256i *)ks.scw[s])));
                 }
                 acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), D, acc[t][j]);
             }
             __m256i M = _mm256_setzero_si256();
             for (int q = 0; q < 4; q++)
-                M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)mnw[q]),
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ks.mnw[q]),
                                                           _mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * (L0 + 2 * q)))));
             S[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmw, dx), S[t]);
         }
@@ -1860,10 +1830,78 @@ ALWAYS_INLINE void q5k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
     }
 }
 
-static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
-    __m256 lane = _mm256_setzero_ps();
-    float S = 0.0f;
+ALWAYS_INLINE void q5k_ints_avx2(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0,
+                                 int32_t isum[8]) {
     const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    // X[s]: the 32 activations of sub-block s in element order (dword v of
+    // lane L0 + s is at 64v + 4(L0 + s): an 8x8 dword transposition)
+    const uint8_t *p[8], *p2[8];
+    for (int v = 0; v < 8; v++) p[v] = u0 + 64 * v + 4 * L0, p2[v] = p[v] + 16;
+    __m256i X[8];
+    transpose8x4(p, X);       // X[j] lane v: dword v of lane L0 + j
+    transpose8x4(p2, X + 4);  // lanes L0 + 4 ..
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
+    __m256i acc = _mm256_setzero_si256();
+    for (int s = 0; s < 8; s++) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (s / 2)));
+        const __m256i lo = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, m4);
+        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), one);
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, X[s]), _mm256_set1_epi16(sc[s])));
+    }
+    _mm256_storeu_si256((__m256i *)isum, acc);
+}
+
+#define BLOCK32_KERNEL unit_tile_avx2
+#define Q6K_KERNEL q6k_tile_avx2
+#define FLOAT_KERNEL float_tile_avx2
+#define BF16_KERNEL float_tile_avx2
+#endif  // Q_AVX2
+
+// ---------------------------------------------------------------------------
+// Q4_K and Q5_K, one row against one token: the portable and AVX2 path
+// ---------------------------------------------------------------------------
+
+// lane[j] = fma(isum[j], D, lane[j]), j < 8
+#if defined(Q_AVX2)
+#define LANES8_FMA(lane, isum, D)                                                                  \
+    _mm256_storeu_ps(lane, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(isum))), \
+                                           _mm256_set1_ps(D), _mm256_loadu_ps(lane)))
+#define Q4K_INTS q4k_ints_avx2
+#define Q5K_INTS q5k_ints_avx2
+#else
+#define LANES8_FMA(lane, isum, D) \
+    for (int j = 0; j < 8; j++) (lane)[j] = fmaf((float)(isum)[j], (D), (lane)[j])
+#define Q4K_INTS q4k_ints_c
+#define Q5K_INTS q5k_ints_c
+#endif
+
+__attribute__((unused))  // the AVX-512 build has its own Q4_K kernels
+static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
+        const block_q4_K *b = (const block_q4_K *)w;
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const uint8_t *rec = x + k * K4_BYTES;
+        int32_t I[4];
+        Q4K_INTS(b, sc, rec, I);
+        q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
+    }
+    return s1 - s2;
+}
+
+// Q5_K in the float order of llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its
+// AVX2 code, which AVX-512 builds run too): 8 float lanes, lane j holding
+// elements 32s + 4j .. 32s + 4j + 3 of every sub-block s. Per super-block,
+// lane j's exact integer sum Σ_s sc[s] * Σ q*x enters with one fma by
+// D = d_x * fp16(d); the mins run in their own chain S = fma(Dm, M, S) with
+// Dm = d_x * fp16(dmin) and M = Σ mn[s] * Σx_s. The result is
+// hsum8(lanes) - S (llama.cpp adds summs = -S).
+__attribute__((unused))  // the AVX-512 build has its own Q5_K kernels
+static float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n) {
+    float lane[8] = {0};
+    float S = 0.0f;
     for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q5_K)) {
         const block_q5_K *b = (const block_q5_K *)w;
         uint8_t sc[8], mn[8];
@@ -1872,33 +1910,17 @@ static float dot_q5_K_avx2(const uint8_t *w, const uint8_t *x, int64_t n) {
         const int L0 = (int)(8 * k % 16);
         const float dx = load_f32(u0 + UNIT_D + 4 * L0);
         const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
-        // X[s]: the 32 activations of sub-block s in element order (dword v of
-        // lane L0 + s is at 64v + 4(L0 + s): an 8x8 dword transposition)
-        const uint8_t *p[8], *p2[8];
-        for (int v = 0; v < 8; v++) p[v] = u0 + 64 * v + 4 * L0, p2[v] = p[v] + 16;
-        __m256i t0[4], t1[4], X[8];
-        transpose8x4(p, t0);   // t0[j] lane v: dword v of lane L0 + j
-        transpose8x4(p2, t1);  // t1[j] lane v: dword v of lane L0 + 4 + j
-        for (int j = 0; j < 4; j++) X[j] = t0[j], X[4 + j] = t1[j];
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
-        __m256i isum = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (s / 2)));
-            const __m256i lo = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, m4);
-            const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), one);
-            const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, X[s]), _mm256_set1_epi16(sc[s])));
-        }
-        lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(D), lane);
+        int32_t isum[8];
+        Q5K_INTS(b, sc, u0, L0, isum);
+        LANES8_FMA(lane, isum, D);
         S = fmaf((float)k32_min_sum(mn, x, k), Dm, S);
     }
-    float l[8];
-    _mm256_storeu_ps(l, lane);
-    return hsum8_ggml(l) - S;
+    return hsum8_ggml(lane) - S;
 }
 
-// Q4_K and Q5_K on AVX2: single tokens row by row (dot_q4_K_avx2,
-// dot_q5_K_avx2), groups of tokens 8 rows at a time; Q4_K's tokens [0, ngemm)
+#if defined(Q_AVX2)
+// Q4_K and Q5_K on AVX2: single tokens row by row (dot_q4_K, dot_q5_K),
+// groups of tokens 8 rows at a time; Q4_K's tokens [0, ngemm)
 // in the gemm order (as matmul_q4_K).
 static void matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                           size_t xs, int nt, int ngemm, float *y, size_t ldy) {
@@ -1924,18 +1946,14 @@ static void matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws,
                 t += tn;
             } else {
                 for (int r = 0; r < nv; r++)
-                    yt[r] = type == Q_Q4_K ? dot_q4_K_avx2(rows[r], xt, n, 0) : dot_q5_K_avx2(rows[r], xt, n);
+                    yt[r] = type == Q_Q4_K ? dot_q4_K(rows[r], xt, n, 0) : dot_q5_K(rows[r], xt, n);
                 t += 1;
             }
         }
     }
 }
 
-#define BLOCK32_KERNEL unit_tile_avx2
-#define Q6K_KERNEL q6k_tile_avx2
-#define FLOAT_KERNEL float_tile_avx2
-#define BF16_KERNEL float_tile_avx2
-#endif  // Q_AVX2
+#endif
 
 // Q4_K or Q5_K, one row against one token (gemm: llama.cpp's gemm order).
 __attribute__((unused))  // the SIMD builds have their own Q4_K and Q5_K kernels
