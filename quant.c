@@ -364,6 +364,14 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     }
 }
 
+#if defined(Q_AVX2)
+// 32 int32 values (within int8's range) to bytes, in order.
+static inline void store_i8x32(int8_t *q, const __m256i v[4]) {
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+#endif
+
 // Q8_0 / Q8_1 of one block of 32, as llama.cpp's AVX2 quantize_row_q8_0/1:
 // d = amax/127, q = round-half-even(x * (127/amax)). Returns d (before any
 // fp16 rounding); q[] in element order, *sum = Σq.
@@ -378,6 +386,24 @@ static float quant_block_q8(const float *x, int8_t q[32], int *sum) {
     _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
     *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    return d;
+#elif defined(Q_AVX2)
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[k]));
+    }
+    float mm[8], amax = 0.0f;
+    _mm256_storeu_ps(mm, m);
+    for (int j = 0; j < 8; j++) amax = fmaxf(amax, mm[j]);
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    __m256i qi[4];  // cvtps rounds half-even under the default MXCSR, as rintf does
+    for (int k = 0; k < 4; k++) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+    store_i8x32(q, qi);
+    const __m256i s4 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i s2 = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+    s2 = _mm_add_epi32(s2, _mm_unpackhi_epi64(s2, s2));
+    *sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
     return d;
 #else
     float amax = 0.0f;
@@ -410,6 +436,18 @@ static float quant_block_q8_K(const float *x, int8_t q[256]) {
         const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
         if (hit) { max = x[16 * k + __builtin_ctz(hit)]; break; }
     }
+#elif defined(Q_AVX2)
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
+    float mm[8];
+    _mm256_storeu_ps(mm, m);
+    for (int j = 0; j < 8; j++) amax = fmaxf(amax, mm[j]);
+    for (int k = 0; k < 32 && amax != 0.0f; k++) {  // the first element reaching amax gives the sign
+        const int hit = _mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+        if (hit) { max = x[8 * k + __builtin_ctz((unsigned)hit)]; break; }
+    }
 #else
     for (int j = 0; j < 256; j++) {
         const float ax = fabsf(x[j]);
@@ -425,6 +463,14 @@ static float quant_block_q8_K(const float *x, int8_t q[256]) {
     for (int k = 0; k < 16; k++) {
         const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), _mm512_set1_ps(iscale)));
         _mm_storeu_si128((__m128i *)(q + 16 * k), _mm512_cvtepi32_epi8(_mm512_min_epi32(v, _mm512_set1_epi32(127))));
+    }
+#elif defined(Q_AVX2)
+    for (int k = 0; k < 8; k++) {
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++)
+            qi[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * i), _mm256_set1_ps(iscale))),
+                                     _mm256_set1_epi32(127));
+        store_i8x32(q + 32 * k, qi);
     }
 #else
     for (int j = 0; j < 256; j++) {
@@ -1876,6 +1922,7 @@ ALWAYS_INLINE void q5k_ints_avx2(const block_q5_K *b, const uint8_t sc[8], const
 #define Q5K_INTS q5k_ints_c
 #endif
 
+// Q4_K: q4k_chain states the float order.
 __attribute__((unused))  // the AVX-512 build has its own Q4_K kernels
 static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
     float s1 = 0.0f, s2 = 0.0f;
@@ -1931,24 +1978,19 @@ static void matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws,
         for (int t = 0; t < nt;) {
             float *yt = y + (size_t)t * ldy + r0;
             const uint8_t *xt = x + (size_t)t * xs;
-            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
-            if (type == Q_Q5_K && left >= 2) {
-                const int tn = left >= 8 ? 8 : left >= 4 ? 4 : 2;
-                if (tn == 8) q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, 8);
-                else if (tn == 4) q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, 4);
-                else q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, 2);
-                t += tn;
-            } else if (type == Q_Q4_K && left >= 2) {
-                const int tn = left >= 8 ? 8 : left >= 4 ? 4 : 2;
-                if (tn == 8) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 8);
-                else if (tn == 4) q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, 4);
-                else q4k_rows8_avx2(rows, nv, n, xt, xs, 0, yt, ldy, 2);
-                t += tn;
-            } else {
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;  // gemm: left is a multiple of 4
+#define K_ROWS8(NT)                                                               \
+    (type == Q_Q4_K ? q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, NT) \
+                    : q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, NT))
+            if (left >= 8) K_ROWS8(8), t += 8;
+            else if (left >= 4) K_ROWS8(4), t += 4;
+            else if (left >= 2) K_ROWS8(2), t += 2;
+            else {
                 for (int r = 0; r < nv; r++)
                     yt[r] = type == Q_Q4_K ? dot_q4_K(rows[r], xt, n, 0) : dot_q5_K(rows[r], xt, n);
                 t += 1;
             }
+#undef K_ROWS8
         }
     }
 }
