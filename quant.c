@@ -658,17 +658,16 @@ static void q5k_ints_c(const block_q5_K *b, const uint8_t sc[8], const uint8_t *
 // D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
 // float), one fma per super-block (gemv: decode and leftover tokens) or per
 // 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2
-// (dot_q4_K). q4k_chain takes one super-block: its mins mn, I[p] = pair p's part of I
-// (sub-blocks 2p and 2p + 1) and its activation record (d_x, bsums pairs).
-static inline void q4k_chain(const block_q4_K *b, const uint8_t mn[8], const uint8_t *rec, const int32_t I[4],
+// (dot_q4_K). q4k_chain takes one super-block: I[p] and M[p] are pair p's
+// parts of I and M (sub-blocks 2p and 2p + 1), rec its activation record.
+static inline void q4k_chain(const block_q4_K *b, const uint8_t *rec, const int32_t I[4], const int32_t M[4],
                              int gemm, float *s1, float *s2) {
     const float dx = load_f32(rec + K4_W);
     const float D = fp16_to_f32(b->d) * dx, Dm = fp16_to_f32(b->dmin) * dx;
     int32_t isum = 0, msum = 0;
     for (int p = 0; p < 4; p++) {
         isum += I[p];
-        const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
-        msum += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+        msum += M[p];
         if (gemm || p == 3) {
             *s1 = fmaf((float)isum, D, *s1);
             *s2 = fmaf((float)msum, Dm, *s2);
@@ -678,15 +677,21 @@ static inline void q4k_chain(const block_q4_K *b, const uint8_t mn[8], const uin
 }
 
 
-// Pair p's part of I for one Q4_K super-block (see dot_q4_K): sub-blocks
-// 2p and 2p + 1, rec its activation record.
+// Pair p's parts of I and M for one Q4_K super-block (see q4k_chain):
+// sub-blocks 2p and 2p + 1, rec its activation record (Σx from its bsums pairs).
 __attribute__((unused))  // the AVX2 build has its own
-static void q4k_ints_c(const block_q4_K *b, const uint8_t sc[8], const uint8_t *rec, int32_t I[4]) {
-    memset(I, 0, 4 * sizeof *I);
-    for (int s = 0; s < 8; s++) {
-        int32_t dot = 0;
-        for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
-        I[s / 2] += sc[s] * dot;
+static void q4k_ints_c(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
+    uint8_t sc[8], mn[8];
+    k4_scales(b->scales, sc, mn);
+    for (int p = 0; p < 4; p++) {
+        I[p] = 0;
+        for (int s = 2 * p; s < 2 * p + 2; s++) {
+            int32_t dot = 0;
+            for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
+            I[p] += sc[s] * dot;
+        }
+        const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
+        M[p] = mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
     }
 }
 
@@ -1714,17 +1719,24 @@ ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-ALWAYS_INLINE void q4k_ints_avx2(const block_q4_K *b, const uint8_t sc[8], const uint8_t *rec, int32_t I[4]) {
+ALWAYS_INLINE void q4k_ints_avx2(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
+    uint32_t wd[4];
+    k4_scale_words(b->scales, wd);
+    // the 8 scales as int16, in both 128-bit lanes; the 8 mins as int16
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)wd)));
+    const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(wd + 2)));
+    _mm_storeu_si128((__m128i *)M, _mm_madd_epi16(mn, _mm_loadu_si128((const __m128i *)(rec + K4_PAIRS))));
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
     for (int p = 0; p < 4; p++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
         const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
         const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
-        P[p] = _mm256_add_epi32(
-            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), _mm256_set1_epi16(sc[2 * p])),
-            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi),
-                              _mm256_set1_epi16(sc[2 * p + 1])));
+        // scale 2p (2p + 1) in every int16: bytes 4p, 4p + 1 (4p + 2, 4p + 3) of each lane
+        const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(4 * p | (4 * p + 1) << 8)));
+        const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((4 * p + 2) | (4 * p + 3) << 8)));
+        P[p] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), s_lo),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi), s_hi));
     }
     _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
 }
@@ -1927,13 +1939,10 @@ __attribute__((unused))  // the AVX-512 build has its own Q4_K kernels
 static float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
     float s1 = 0.0f, s2 = 0.0f;
     for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
-        const block_q4_K *b = (const block_q4_K *)w;
-        uint8_t sc[8], mn[8];
-        k4_scales(b->scales, sc, mn);
         const uint8_t *rec = x + k * K4_BYTES;
-        int32_t I[4];
-        Q4K_INTS(b, sc, rec, I);
-        q4k_chain(b, mn, rec, I, gemm, &s1, &s2);
+        int32_t I[4], M[4];
+        Q4K_INTS((const block_q4_K *)w, rec, I, M);
+        q4k_chain((const block_q4_K *)w, rec, I, M, gemm, &s1, &s2);
     }
     return s1 - s2;
 }
