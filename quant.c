@@ -2006,12 +2006,6 @@ static void matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws,
 
 #endif
 
-// Q4_K or Q5_K, one row against one token (gemm: llama.cpp's gemm order).
-__attribute__((unused))  // the SIMD builds have their own Q4_K and Q5_K kernels
-static float dot_k(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n, int gemm) {
-    return type == Q_Q4_K ? dot_q4_K(w, x, n, gemm) : dot_q5_K(w, x, n);
-}
-
 // ---------------------------------------------------------------------------
 // The unit kernels' driver (every build)
 // ---------------------------------------------------------------------------
@@ -2106,25 +2100,20 @@ static void matmul_units(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws,
 // q_matmul). Q5_K's kernel computes every token alone in any case.
 static void matmul_tokens(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_stride, int nr,
                           const uint8_t *xq, size_t xq_stride, int nt, int lone, float *y, size_t ldy) {
-#if defined(Q_AVX512)
     const int ngemm = lone ? 0 : nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
-    if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, ngemm, y, ldy);
-    else if (wtype == Q_Q5_K) matmul_q5_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
-    else matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
+    if (wtype != Q_Q4_K && wtype != Q_Q5_K) matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
+#if defined(Q_AVX512)
+    else if (wtype == Q_Q4_K) matmul_q4_K(n, w, w_stride, nr, xq, xq_stride, nt, ngemm, y, ldy);
+    else matmul_q5_K(n, w, w_stride, nr, xq, xq_stride, nt, y, ldy);
+#elif defined(Q_AVX2)
+    else matmul_k_avx2(wtype, n, w, w_stride, nr, xq, xq_stride, nt, ngemm, y, ldy);
 #else
-    if (wtype != Q_Q4_K && wtype != Q_Q5_K) {
-        matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
-        return;
-    }
-#if defined(Q_AVX2)
-    matmul_k_avx2(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone ? 0 : nt - nt % 4, y, ldy);
-#else
-    for (int r = 0; r < nr; r++)
-        for (int t = 0; t < nt; t++) {
-            const int gemm = !lone && t < nt - nt % 4;  // llama.cpp's gemm/gemv split of a batch
-            y[(size_t)t * ldy + r] = dot_k(wtype, w + (size_t)r * w_stride, xq + (size_t)t * xq_stride, n, gemm);
-        }
-#endif
+    else
+        for (int r = 0; r < nr; r++)
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *wr = w + (size_t)r * w_stride, *xt = xq + (size_t)t * xq_stride;
+                y[(size_t)t * ldy + r] = wtype == Q_Q4_K ? dot_q4_K(wr, xt, n, t < ngemm) : dot_q5_K(wr, xt, n);
+            }
 #endif
 }
 

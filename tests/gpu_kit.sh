@@ -93,13 +93,7 @@ step_env() {
     command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer
     .gpu/build/quill $BK -m models/stories260K.gguf --temp 0 -n 16 "Once upon a time"
 }
-# The checks are tests/cuda.sh's steps, the benchmarks tests/bench.sh's.
-step_ops() { tests/cuda.sh .gpu/build "$SHARED" ops; }
-step_models() { tests/cuda.sh .gpu/build "$SHARED" models; }
-step_goldens() { tests/cuda.sh .gpu/build "$SHARED" goldens; }
-step_memcheck() { tests/cuda.sh .gpu/build "$SHARED" memcheck; }
-step_batch() { tests/cuda.sh .gpu/build "$SHARED" batch; }
-step_spec() { tests/cuda.sh .gpu/build "$SHARED" spec; }
+# The benchmarks are tests/bench.sh's; the checks are tests/cuda.sh's steps (below).
 step_bench() {
     BENCH_SHAPES="llama-3.2-1b llama-3.1-8b" BENCH_DIR=/tmp/quill-bench QUILL_ARGS=$BK \
         BENCH_P=512 BENCH_N=128 BENCH_LONG_P=4096 BATCH_N=64 BENCH_SPEC="llama-3.1-8b llama-3.2-1b" \
@@ -108,6 +102,10 @@ step_bench() {
 
 [ $# -ge 1 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 if [ "$1" = pack ]; then pack; exit; fi
+for s in "$@"; do
+    case $s in env | bench | ops | models | goldens | memcheck | batch | spec) ;;
+    *) echo "gpu_kit: unknown step $s (env ops models goldens memcheck batch spec bench)" >&2; exit 2 ;; esac
+done
 [ -x .gpu/build/quill ] || { echo "gpu_kit: .gpu/build/quill not found: run 'tests/gpu_kit.sh pack' here and carry .gpu" >&2; exit 1; }
 export LD_LIBRARY_PATH=$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=python3
@@ -121,11 +119,14 @@ mkdir -p "${OUT:-/tmp}"
 results=()
 fails=0
 for s in "$@"; do
-    declare -F "step_$s" >/dev/null || { echo "gpu_kit: unknown step $s (env ops models goldens memcheck batch spec bench)" >&2; exit 2; }
+    case $s in
+    env | bench) cmd=(step_"$s") ;;
+    *) cmd=(tests/cuda.sh .gpu/build "$SHARED" "$s") ;;
+    esac
     log=${OUT:-/tmp}/$s.log
     t0=$(date +%s)
     echo "==== $s"
-    step_"$s" 2>&1 | tee "$log"
+    "${cmd[@]}" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || fails=$((fails + 1))
     results+=("$(printf '%-9s %-4s %4ds  %s' "$s" "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" $(($(date +%s) - t0)) "$log")")
