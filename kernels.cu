@@ -10,8 +10,10 @@
 // Decode (matmul with few tokens): one kernel per weight type, one warp per
 // weight row, each lane loading 16 bytes of quants per step (several steps in
 // flight: the loop is unrolled); the activation is first quantized to q8_1
-// (blocks of 32: int8 + float scale d + d·Σq), so every block's dot product
-// is integer (dp4a) and the weights are never dequantized into memory. Float
+// (blocks of 32: int8 + float scale d + d·Σq; a decode pass's rmsnorm writes
+// it as it normalizes), so every block's dot product is integer (dp4a) and
+// the weights are never dequantized into memory. Q4_K/Q5_K rows are
+// prefetched into L2 whole before the loads. Float
 // weights (F32/F16/BF16) multiply the float activation directly.
 //
 // Prefill (matmul over a prompt): quantized weights are dequantized tile by
@@ -73,9 +75,12 @@ enum {
     ATT_CHUNK_MAX = 512,          // longest split: long contexts get more splits, not longer ones
     ATT_FLOATS = 64,              // output accumulators per thread (rows × 8 dims)
     SAMPLE_THREADS = 1024,        // the sampler's one CTA
+    DQ_THREADS = 128,             // k_dequant_f16 CTA
+    RMS_PER = 8,                  // elements of a row a k_rmsnorm thread keeps in registers
     LT_ALGOS = 64,                // cached cuBLASLt algorithms (one per weight shape)
 };
-#define GEMM_TILE_ELEMS ((size_t)48 << 20)  // fp16 scratch for dequantized weight rows (96 MiB)
+#define GEMM_TILE_ELEMS ((size_t)64 << 20)  // fp16 scratch for dequantized weight rows (128 MiB: an 8B's
+                                            // 4096×14336 matrices in one tile, not an odd-sized pair)
 #define ATT_PART_BYTES ((size_t)64 << 20)   // split partials per attention launch
 #define LT_WORKSPACE ((size_t)32 << 20)     // cuBLAS(Lt) workspace (set, so graphs never allocate)
 #define STAGE_BYTES ((size_t)1 << 20)       // pinned staging for small host-to-device copies
@@ -653,12 +658,24 @@ __device__ float block_sum(float v, float *red32) {
     return warp_sum(v);
 }
 
+// The warp asks L2 for the whole of a row's bytes up front (prefetches hold
+// no registers), so the item loads below hit L2. Measured on an H100 (8B
+// shape): Q4_K rows of 4096 columns 19.6 -> 14.3 µs, of 14336 columns 27.1 ->
+// 25.5 µs; but Q6_K and Q8_0, whose lanes already load more per item, got
+// slower (Q6_K 24.8 -> 30.0 µs), so only Q4_K/Q5_K rows are prefetched.
+__device__ __forceinline__ void prefetch_row(const uint8_t *p, int64_t bytes) {
+    const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
+    for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (threadIdx.x & 31); a < end; a += 128 * 32)
+        asm volatile("prefetch.L2 [%0];" ::"l"(a));
+}
+
 // y[t, r] = row r of w · x[t] for t < n <= NT; one warp per row.
 template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS)
 k_matvec(const uint8_t *__restrict__ w, dlayout L, int64_t rows, act_t x, int n, float *__restrict__ y) {
     const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
     if (r >= rows) return;
+    if constexpr (T == Q_Q4_K || T == Q_Q5_K) prefetch_row(w + r * L.a_row, L.a_row);
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
@@ -671,19 +688,23 @@ k_matvec(const uint8_t *__restrict__ w, dlayout L, int64_t rows, act_t x, int n,
         for (int t = 0; t < n && t < NT; t++) y[t * rows + r] = acc[t];
 }
 
-// x [n, cols] → q8_1 (see q8_block); one warp per block of 32.
-__global__ void k_quant_q8_1(const float *__restrict__ x, int64_t cols, int64_t blocks, int8_t *__restrict__ q,
-                             float2 *__restrict__ ds) {
-    const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (blk >= blocks) return;
+// Block blk of a q8_1 activation (see q8_block) from the warp's 32 values,
+// v = element 32·blk + lane.
+__device__ __forceinline__ void warp_q8_1(float v, int64_t blk, int8_t *__restrict__ q, float2 *__restrict__ ds) {
     const int lane = threadIdx.x & 31;
-    const float v = x[32 * blk + lane];  // blocks never straddle rows: cols % 32 == 0
     const float amax = warp_max(fabsf(v));
     const int qi = q8_round(v, q8_inv(amax));
     q[32 * blk + lane] = (int8_t)qi;
     const int sum = warp_sum_int(qi);
     if (lane == 0) ds[blk] = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
-    (void)cols;
+}
+
+// x [n, cols] → q8_1; one warp per block of 32 (blocks never straddle rows:
+// cols % 32 == 0).
+__global__ void k_quant_q8_1(const float *__restrict__ x, int64_t blocks, int8_t *__restrict__ q,
+                             float2 *__restrict__ ds) {
+    const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (blk < blocks) warp_q8_1(x[32 * blk + (threadIdx.x & 31)], blk, q, ds);
 }
 
 // out[i] = x[i] rounded to fp16 (bf16 = 0) or bf16 (bf16 = 1).
@@ -695,18 +716,30 @@ __global__ void k_to_half(const float *__restrict__ x, int64_t len, int bf16, vo
 }
 
 // Rows row0 .. row0+nrows-1 of a quantized weight as fp16 [nrows, cols]; one
-// thread per block of 32.
+// thread per block of 32. Block idx is out[32·idx .. 32·idx+31] (cols % 32
+// == 0), so a CTA's blocks are one contiguous run of out: they are staged in
+// shared memory and stored 16 bytes a thread, consecutive threads at
+// consecutive addresses (a thread storing its own 64 bytes made every warp
+// store touch 32 sectors, and the prefill spent half its time here).
 template <uint32_t T>
-__global__ void k_dequant_f16(const uint8_t *__restrict__ w, dlayout L, int64_t row0, int64_t nrows, int64_t cols,
-                              __half *__restrict__ out) {
-    const int64_t G = cols / 32, idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= nrows * G) return;
-    const int64_t r = idx / G, g = idx % G;
-    float v[32];
-    dq32<T>(w, L, row0 + r, g, cols, v);
-    __half2 *o = (__half2 *)(out + r * cols + 32 * g);
+__global__ void __launch_bounds__(DQ_THREADS) k_dequant_f16(const uint8_t *__restrict__ w, dlayout L, int64_t row0,
+                                                            int64_t nrows, int64_t cols, __half *__restrict__ out) {
+    __shared__ uint4 st[DQ_THREADS * 4];  // [thread][4]: its 32 halves
+    const int64_t G = cols / 32, total = nrows * G, base = (int64_t)blockIdx.x * DQ_THREADS;
+    const int64_t idx = base + threadIdx.x;
+    if (idx < total) {
+        float v[32];
+        dq32<T>(w, L, row0 + idx / G, idx % G, cols, v);
+        __half2 h[16];
 #pragma unroll
-    for (int j = 0; j < 16; j++) o[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < 16; j++) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+#pragma unroll
+        for (int k = 0; k < 4; k++) st[4 * threadIdx.x + k] = ((const uint4 *)h)[k];
+    }
+    __syncthreads();
+    const int64_t n16 = 4 * (total - base < DQ_THREADS ? total - base : DQ_THREADS);
+    uint4 *o = (uint4 *)out + 4 * base;
+    for (int64_t i = threadIdx.x; i < n16; i += DQ_THREADS) o[i] = st[i];
 }
 
 // out[i, :] = row ids[i] of w as floats; one thread per 32 elements.
@@ -722,16 +755,43 @@ __global__ void k_embed(const uint8_t *__restrict__ w, dlayout L, int64_t cols, 
         if (32 * g + j < cols) out[i * cols + 32 * g + j] = v[j];
 }
 
-// One CTA per row: out = x / rms(x) * g.
-__global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ g, int dim, float eps) {
+// One CTA per row: out = x / rms(x) * g. Q8: also out's q8_1 form into q, ds
+// (k_quant_q8_1's values, without its launch: dim % 32 == 0). Thread t holds
+// elements t + k·blockDim (k < RMS_PER) in registers, loaded together: a
+// decode step's norm is a single CTA, which should wait for memory once, not
+// once per element. Element j of warp w, k lies in q8 block w + k·(blockDim/32),
+// so every warp quantizes whole blocks; a j < dim test is the same for the
+// whole warp.
+template <bool Q8>
+__global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ g, int dim, float eps,
+                          int8_t *__restrict__ q, float2 *__restrict__ ds) {
     __shared__ float red[32];
+    const int T = blockDim.x, tid = threadIdx.x;
     const float *xi = x + (int64_t)blockIdx.x * dim;
     float *oi = out + (int64_t)blockIdx.x * dim;
+    float xv[RMS_PER];
+#pragma unroll
+    for (int k = 0; k < RMS_PER; k++) xv[k] = tid + k * T < dim ? xi[tid + k * T] : 0.0f;
     float ss = 0.0f;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x) ss += xi[j] * xi[j];
+#pragma unroll
+    for (int k = 0; k < RMS_PER; k++) ss += xv[k] * xv[k];
+    for (int j = tid + RMS_PER * T; j < dim; j += T) ss += xi[j] * xi[j];  // rows wider than the registers
     ss = block_sum(ss, red);
     const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
-    for (int j = threadIdx.x; j < dim; j += blockDim.x) oi[j] = xi[j] * scale * g[j];
+    const int64_t blk0 = (int64_t)blockIdx.x * (dim / 32);
+#pragma unroll
+    for (int k = 0; k < RMS_PER; k++) {
+        const int j = tid + k * T;
+        if (j >= dim) break;
+        const float v = xv[k] * scale * g[j];
+        oi[j] = v;
+        if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
+    }
+    for (int j = tid + RMS_PER * T; j < dim; j += T) {
+        const float v = xi[j] * scale * g[j];
+        oi[j] = v;
+        if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
+    }
 }
 
 __global__ void k_add_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t len, int dim) {
@@ -1484,11 +1544,34 @@ static void cuda_embed(backend *b, float *out, const qmat *emb, const int32_t *i
     }
 }
 
+// SCR_ACT laid out for a q8_1 activation [n, cols]: a->q, a->ds.
+static int act_buf(backend *b, int n, int64_t cols, act_t *a) {
+    const size_t qbytes = (size_t)round_up((int64_t)n * cols, 256);
+    uint8_t *buf = (uint8_t *)scratch(b, SCR_ACT, qbytes + (size_t)n * (cols / 32) * sizeof(float2));
+    if (!buf) return -1;
+    a->q = (const int8_t *)buf;
+    a->ds = (const float2 *)(buf + qbytes);
+    return 0;
+}
+
+// A pass of a few tokens (decode) normalizes and quantizes in one kernel: the
+// matmuls that read `out` next find its q8_1 form in the activation cache.
 static void cuda_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim, float eps) {
     act_forget(b);
     if (n <= 0) return;
-    const int threads = dim <= 128 ? 128 : dim <= 1024 ? 256 : 512;
-    k_rmsnorm<<<(unsigned)n, threads, 0, b->stream>>>(out, x, (const float *)w->data, dim, eps);
+    // RMS_PER elements a thread, in whole warps (at most 1024 threads)
+    const int per_warp = 32 * RMS_PER, warps = (dim + per_warp - 1) / per_warp;
+    const int threads = 32 * (warps < 1 ? 1 : warps > 32 ? 32 : warps);
+    const float *g = (const float *)w->data;
+    if (n <= MMV_MAX && dim % 32 == 0) {
+        act_t a;
+        if (act_buf(b, n, dim, &a)) return;
+        k_rmsnorm<true><<<(unsigned)n, threads, 0, b->stream>>>(out, x, g, dim, eps, (int8_t *)a.q, (float2 *)a.ds);
+        if (LAUNCHED("k_rmsnorm")) return;
+        b->act_src = out, b->act_n = n, b->act_cols = dim;
+        return;
+    }
+    k_rmsnorm<false><<<(unsigned)n, threads, 0, b->stream>>>(out, x, g, dim, eps, NULL, NULL);
     LAUNCHED("k_rmsnorm");
 }
 
@@ -1542,17 +1625,12 @@ static void cuda_kv_store(backend *b, void *kpool, void *vpool, const float *k, 
 // ---- matmul: the decode kernel ------------------------------------------------
 
 // x [n, cols] as q8_1 in SCR_ACT (kept while x is unchanged: Q, K and V, or
-// gate and up, read the same x).
+// gate and up, read the same x; rmsnorm may have written it already).
 static int act_q8(backend *b, const float *x, int n, int64_t cols, act_t *a) {
-    const size_t qbytes = (size_t)round_up((int64_t)n * cols, 256);
-    uint8_t *buf = (uint8_t *)scratch(b, SCR_ACT, qbytes + (size_t)n * (cols / 32) * sizeof(float2));
-    if (!buf) return -1;
-    a->q = (const int8_t *)buf;
-    a->ds = (const float2 *)(buf + qbytes);
+    if (act_buf(b, n, cols, a)) return -1;
     if (b->act_src == x && b->act_n == n && b->act_cols == cols) return 0;
     const int64_t blocks = (int64_t)n * cols / 32;
-    k_quant_q8_1<<<blocks_for(blocks, 8), 256, 0, b->stream>>>(x, cols, blocks, (int8_t *)buf,
-                                                              (float2 *)(buf + qbytes));
+    k_quant_q8_1<<<blocks_for(blocks, 8), 256, 0, b->stream>>>(x, blocks, (int8_t *)a->q, (float2 *)a->ds);
     if (LAUNCHED("k_quant_q8_1")) return -1;
     b->act_src = x, b->act_n = n, b->act_cols = cols;
     return 0;
@@ -1734,8 +1812,8 @@ static void gemm_call(backend *b, const void *A, cudaDataType_t at, int64_t lda,
 
 template <uint32_t T>
 static void launch_dequant(backend *b, const qmat *w, const dlayout &L, int64_t r0, int64_t nr, __half *tile) {
-    k_dequant_f16<T><<<blocks_for(nr * (w->cols / 32), 128), 128, 0, b->stream>>>((const uint8_t *)w->data, L, r0, nr,
-                                                                                  w->cols, tile);
+    k_dequant_f16<T><<<blocks_for(nr * (w->cols / 32), DQ_THREADS), DQ_THREADS, 0, b->stream>>>(
+        (const uint8_t *)w->data, L, r0, nr, w->cols, tile);
     LAUNCHED("k_dequant_f16");
 }
 

@@ -26,7 +26,8 @@ fi
 stat() { $PY -c "import json,sys; print(json.load(open('$tmp/s.json'))[sys.argv[1]])" "$1"; }
 
 # same NAME TARGET "SPEC OPTIONS" QUILL ARGS...: greedy with and without speculation
-# (one thread unless ARGS say otherwise: OpenMP crawls when other jobs share the cores)
+# (one thread unless ARGS say otherwise: OpenMP crawls when other jobs share the cores);
+# some drafts must be rejected, so that rollback runs, unless ALL_MAY_PASS=1
 same() {
     local name=$1 target=$2 spec=$3; shift 3
     "$QUILL" -m "$target" -t 1 --temp 0 -q --stats-json "$tmp/p.json" "$@" >"$tmp/plain.txt" 2>"$tmp/err" ||
@@ -38,14 +39,22 @@ same() {
     check "$name: same length and finish" $PY -c "
 import json; a, b = (json.load(open(f)) for f in ('$tmp/p.json', '$tmp/s.json'))
 assert (a['generated_tokens'], a['finish_reason']) == (b['generated_tokens'], b['finish_reason']), (a, b)"
-    check "$name: drafts accepted and rejected ($(stat draft_accepted)/$(stat draft_tokens))" $PY -c "
+    if [ "${ALL_MAY_PASS:-0}" = 1 ]; then
+        check "$name: drafts accepted ($(stat draft_accepted)/$(stat draft_tokens))" $PY -c "
+import json; d = json.load(open('$tmp/s.json'))
+assert 0 < d['draft_accepted'] <= d['draft_tokens'], d"
+    else
+        check "$name: drafts accepted and rejected ($(stat draft_accepted)/$(stat draft_tokens))" $PY -c "
 import json; d = json.load(open('$tmp/s.json'))
 assert 0 < d['draft_accepted'] < d['draft_tokens'], d"
+    fi
 }
 
 S="Once upon a time"
-# stories260K: its context is 128, so this also ends at the context like the plain run
-same "stories260K + Q8_0, 2 threads" "$G/stories260K.gguf" "--draft $G/stories260K-Q8_0.gguf" -t 2 -n 200 "Lily wanted to"
+# stories260K: its context is 128, so this also ends at the context like the plain run.
+# A Q8_0 draft of the same weights may agree at every position (it does on an H100):
+# rejections are not required of it; the pairs below exercise them.
+ALL_MAY_PASS=1 same "stories260K + Q8_0, 2 threads" "$G/stories260K.gguf" "--draft $G/stories260K-Q8_0.gguf" -t 2 -n 200 "Lily wanted to"
 same "stories260K + Q4_0" "$G/stories260K.gguf" "--draft $G/stories260K-Q4_0.gguf" -n 100 "$S"
 same "stories260K + Q4_0, fixed K 12" "$G/stories260K.gguf" \
     "--draft $G/stories260K-Q4_0.gguf --draft-max 12 --draft-fixed" -n 100 "Lily wanted to"

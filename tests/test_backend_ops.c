@@ -558,8 +558,12 @@ static void test_attention(ctx *x, rng_t *r) {
 
 // sample.c's kept set (top-k → top-p → min-p at temperature 1), then the draw
 // in id order over e^((l - max)/temp), as backend.h's `sample` promises.
-// Returns the id, or -1 when u falls within a hair of a boundary.
-static int32_t sample_reference(const float *lg, int V, const sample_cfg *sc, double u) {
+// Returns the id, or -1 when u falls within a hair of a boundary (an earlier
+// version went on walking after such a u and returned a later token: most of
+// the draws of a flat 152k-token distribution were misjudged). probe >= 0:
+// span gets the kept mass before and through token probe, as fractions of the
+// total (where a draw of u lands on probe: span[0] <= u < span[1]).
+static int32_t sample_reference(const float *lg, int V, const sample_cfg *sc, double u, int probe, double span[2]) {
     sample_cand *c = xmalloc(sizeof *c * V);
     for (int i = 0; i < V; i++) c[i] = (sample_cand){i, lg[i], 0};
     int32_t best = sample_argmax(c, V);
@@ -567,18 +571,22 @@ static int32_t sample_reference(const float *lg, int V, const sample_cfg *sc, do
     int n = sample_top_k(c, V, sc->top_k);
     n = sample_top_p(c, n, sc->top_p);
     n = sample_min_p(c, n, sc->min_p);
-    char *kept = xmalloc(V);
+    char *kept = calloc((size_t)V, 1);
+    if (!kept) abort();
     for (int i = 0; i < n; i++) kept[c[i].id] = 1;
     double total = 0;
     for (int i = 0; i < V; i++) if (kept[i]) total += exp((double)(lg[i] - lg[best]) / sc->temp);
     const double target = u * total;
     double cum = 0;
     int32_t id = -1;
-    for (int i = 0; i < V && id < 0; i++) {
+    // the device sums in float: a target within 1e-5 of a boundary is too
+    // close to call (-2, which ends the walk: a later token must not be taken)
+    for (int i = 0; i < V && (id == -1 || i <= probe); i++) {
         if (!kept[i]) continue;
         const double w = exp((double)(lg[i] - lg[best]) / sc->temp);
-        if (fabs(cum + w - target) < 1e-4 * total || fabs(cum - target) < 1e-4 * total) id = -2;  // too close to call
-        else if (cum + w > target) id = i;
+        if (i == probe) span[0] = cum / total, span[1] = (cum + w) / total;
+        if (id == -1 && (fabs(cum + w - target) < 1e-5 * total || fabs(cum - target) < 1e-5 * total)) id = -2;
+        else if (id == -1 && cum + w > target) id = i;
         cum += w;
     }
     free(c), free(kept);
@@ -602,15 +610,19 @@ static void test_sample(ctx *x, rng_t *r) {
             int agree = 0, tried = 0;
             for (int k = 0; k < (x->quick ? 5 : 60); k++) {
                 const double u = (rnd(r) >> 11) * 0x1p-53;
-                const int32_t want = sample_reference(lg, V, &cfgs[ci], u);
+                const int32_t want = sample_reference(lg, V, &cfgs[ci], u, -1, NULL);
                 if (want < 0) continue;
                 const int32_t got = x->G->sample(x->gb, dl, V, &cfgs[ci], u);
                 tried++, agree += got == want;
-                if (got != want && tried - agree == 1)
-                    printf("     u %.17g: cuda %d, reference %d\n", u, got, want);
+                if (got != want && tried - agree <= 3) {
+                    double span[2] = {-1, -1};
+                    sample_reference(lg, V, &cfgs[ci], u, got, span);
+                    printf("     u %.17g: cuda %d (where u in [%.9f, %.9f) of the kept mass lands), reference %d\n", u,
+                           got, span[0], span[1], want);
+                }
             }
             if (gpu_ok(x, "sample"))
-                check(agree == tried, "sample %d logits, temp %g top_k %d top_p %g min_p %g: %d/%d draws as the reference",
+                check(agree == tried && tried > 0, "sample %d logits, temp %g top_k %d top_p %g min_p %g: %d/%d draws as the reference",
                       V, cfgs[ci].temp, cfgs[ci].top_k, cfgs[ci].top_p, cfgs[ci].min_p, agree, tried);
         }
         x->G->release(x->gb, dl);

@@ -708,7 +708,10 @@ static void test_real_files(const char *shared) {
         }
         globfree(&g);
     }
-    CHECK(n_files == 18, "expected 13 model + 5 vocab GGUFs, found %d", n_files);
+    // ../shared grows (new architectures and quant types): every file present
+    // must parse, and at least the 13 model + 5 vocab files of its first
+    // version must be there, so that a wrong path cannot pass by finding none
+    CHECK(n_files >= 18, "expected at least 13 model + 5 vocab GGUFs, found %d", n_files);
 }
 
 // ---- 3. truncations ----
