@@ -1,7 +1,8 @@
 # quill — build, test, bench.
 #   make            ./quill (CPU, and CUDA when nvcc is found; CUDA=0: CPU only) and the
 #                   demo GGUFs in models/
-#   make test       every test, in a normal and an ASan+UBSan build (the latter CPU only)
+#   make test       every test, in a normal and an ASan+UBSan build (the latter CPU only),
+#                   then the CUDA backend on the CPU through the SIMT emulation (both builds)
 #   make test-cuda  the CUDA backend against the CPU (needs a GPU)
 #   make bench      prefill/decode speed against the memory-bandwidth roofline
 CC      ?= cc
@@ -28,17 +29,29 @@ CUDA      ?= $(if $(wildcard $(NVCC)),1,0)
 CUDA_ARCH ?= sm_90
 NVFLAGS   := -std=c++20 -O3 -g -arch=$(CUDA_ARCH) -DQUILL_CUDA_ARCH=$(subst sm_,,$(CUDA_ARCH)) \
              --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $(NVFLAGS)
+# SIMT=1: the same kernels.cu compiled by g++ for the SIMT emulation (simt/),
+# which runs the CUDA backend on the CPU for the tests: libsimt.so takes
+# libcudart's place and the backend opens stand-ins of cuBLAS from $(BUILD)/lib.
+SIMT      ?= 0
+ifeq ($(SIMT),1)
+override CUDA := 1
+SIMT_CXX  := g++ -std=c++20 $(OPT) $(SAN) -g -fPIC -ffp-contract=off -D__CUDA_ARCH__=900 -DQUILL_SIMT -DQUILL_CUDA_ARCH=90 \
+             -Wall -Wextra -Werror -Wno-unknown-pragmas -Isimt -I.
+CFLAGS    += -DQUILL_SIMT
+LDLIBS    += -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib' -lsimt -ldl -lstdc++
+else ifeq ($(CUDA),1)
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
+endif
 ifeq ($(CUDA),1)
 CFLAGS    += -DQUILL_CUDA
 LIB_OBJ   += $(BUILD)/kernels.o
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
 endif
-# Objects remember whether they were built with CUDA: switching rebuilds them.
+# Objects remember whether they were built with CUDA (or the emulation): switching rebuilds them.
 BUILD_CONFIG := $(BUILD)/config
-$(shell mkdir -p $(BUILD)/tests && (echo 'CUDA=$(CUDA) $(CUDA_ARCH)' | cmp -s - $(BUILD_CONFIG) || \
-        echo 'CUDA=$(CUDA) $(CUDA_ARCH)' > $(BUILD_CONFIG)))
+$(shell mkdir -p $(BUILD)/tests && (echo 'CUDA=$(CUDA) $(CUDA_ARCH) SIMT=$(SIMT)' | cmp -s - $(BUILD_CONFIG) || \
+        echo 'CUDA=$(CUDA) $(CUDA_ARCH) SIMT=$(SIMT)' > $(BUILD_CONFIG)))
 
-.PHONY: all quill models test test-fast test-asan test-cuda bench clean
+.PHONY: all quill models test test-fast test-asan test-simt test-cuda bench clean
 all: quill models
 
 quill: $(BUILD)/quill
@@ -55,8 +68,23 @@ $(BUILD)/%.o: %.c $(wildcard *.h) | $(BUILD)/tests
 
 $(LIB_OBJ) $(BUILD)/main.o: $(BUILD_CONFIG)
 
+ifeq ($(SIMT),1)
+$(BUILD)/kernels.o: kernels.cu simt/rewrite.sh $(wildcard simt/*.h) $(wildcard *.h) $(BUILD)/lib/libcublas.so.13
+	simt/rewrite.sh kernels.cu $(BUILD)/kernels_simt.cpp
+	$(SIMT_CXX) -c -o $@ $(BUILD)/kernels_simt.cpp
+
+$(BUILD)/lib/libsimt.so: simt/runtime.cpp $(wildcard simt/*.h)
+	mkdir -p $(BUILD)/lib
+	$(SIMT_CXX) -shared -o $@ simt/runtime.cpp
+
+# the stand-ins under the two sonames the backend opens (libsimt.so loads them)
+$(BUILD)/lib/libcublas.so.13: simt/cublas.cpp $(wildcard simt/*.h) $(BUILD)/lib/libsimt.so
+	$(SIMT_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ simt/cublas.cpp -L$(BUILD)/lib -lsimt
+	$(SIMT_CXX) -shared -Wl,-soname,libcublasLt.so.13 -o $(BUILD)/lib/libcublasLt.so.13 simt/cublas.cpp -L$(BUILD)/lib -lsimt
+else
 $(BUILD)/kernels.o: kernels.cu $(wildcard *.h) | $(BUILD)/tests
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
+endif
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libquill.a $(wildcard *.h) tests/check.h
 	$(CC) $(CFLAGS) -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
@@ -69,10 +97,11 @@ models:
 	@if [ -d $(SHARED)/models ]; then $(PYTHON) models/convert.py --shared $(SHARED) --out models; \
 	else echo "make models: $(SHARED)/models not found; skipping the demo models" >&2; fi
 
-# The two runs one after the other (each builds with the jobs make was given).
+# The runs one after the other (each builds with the jobs make was given).
 test:
 	$(MAKE) --no-print-directory test-fast
 	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-simt
 
 test-fast: $(BUILD)/quill $(TEST_BIN) models
 	tests/run.sh $(BUILD) $(SHARED)
@@ -80,6 +109,16 @@ test-fast: $(BUILD)/quill $(TEST_BIN) models
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
 	QUILL_SANITIZED=1 tests/run.sh build/asan $(SHARED)
+
+# The CUDA backend on the CPU through the SIMT emulation (simt/, no GPU needed):
+# a normal and an ASan+UBSan build (tests/simt.sh).
+SIMT_PROGS = quill tests/test_backend_ops tests/test_cuda_model
+test-simt:
+	$(MAKE) --no-print-directory BUILD=build/simt SIMT=1 $(SIMT_PROGS:%=build/simt/%)
+	tests/simt.sh build/simt $(SHARED)
+	$(MAKE) --no-print-directory BUILD=build/simt-asan SIMT=1 OPT="-O1 -march=native" SAN="$(ASAN)" \
+		$(SIMT_PROGS:%=build/simt-asan/%)
+	QUILL_SANITIZED=1 tests/simt.sh build/simt-asan $(SHARED)
 
 # On a machine with a GPU: every CUDA op against the CPU op, CPU-vs-CUDA
 # logits and the goldens with --gpu, compute-sanitizer on a short run.

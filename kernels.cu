@@ -665,8 +665,12 @@ __device__ float block_sum(float v, float *red32) {
 // slower (Q6_K 24.8 -> 30.0 µs), so only Q4_K/Q5_K rows are prefetched.
 __device__ __forceinline__ void prefetch_row(const uint8_t *p, int64_t bytes) {
     const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
+#ifndef QUILL_SIMT  // (a hint only: the SIMT emulation has no L2 to fill)
     for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (threadIdx.x & 31); a < end; a += 128 * 32)
         asm volatile("prefetch.L2 [%0];" ::"l"(a));
+#else
+    (void)end;
+#endif
 }
 
 // y[t, r] = row r of w · x[t] for t < n <= NT; one warp per row.
@@ -733,11 +737,10 @@ __global__ void __launch_bounds__(DQ_THREADS) k_dequant_f16(const uint8_t *__res
         __half2 h[16];
 #pragma unroll
         for (int j = 0; j < 16; j++) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-#pragma unroll
-        for (int k = 0; k < 4; k++) st[4 * threadIdx.x + k] = ((const uint4 *)h)[k];
+        memcpy(&st[4 * threadIdx.x], h, sizeof h);
     }
     __syncthreads();
-    const int64_t n16 = 4 * (total - base < DQ_THREADS ? total - base : DQ_THREADS);
+    const int64_t n16 = 4 * (total - base < (int64_t)DQ_THREADS ? total - base : (int64_t)DQ_THREADS);
     uint4 *o = (uint4 *)out + 4 * base;
     for (int64_t i = threadIdx.x; i < n16; i += DQ_THREADS) o[i] = st[i];
 }
@@ -893,7 +896,7 @@ __device__ __forceinline__ uint4 kv_load8(const uint8_t *row, int col, int kv_di
     for (int i = 0; i < 4; i++) {
         const uint32_t src = i < 2 ? q.x : q.y, sh = 16 * (i % 2);
         const __half2 h = __floats2half2_rn(d * (float)(int8_t)(src >> sh), d * (float)(int8_t)(src >> (sh + 8)));
-        w[i] = *(const uint32_t *)&h;
+        memcpy(&w[i], &h, 4);
     }
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
@@ -1433,6 +1436,11 @@ static void *cuda_alloc(backend *b, size_t bytes) {
 
 static void cuda_release(backend *b, void *p) {
     act_forget(b);
+    if (b->capturing) {  // a free (and its sync) would invalidate the capture: a caller's bug
+        b->capture_broken = 1;
+        fail(b, "release: a graph is being recorded");
+        return;
+    }
     if (p && !stream_sync(b)) CK(cudaFree(p));
 }
 
@@ -1488,6 +1496,7 @@ static int type_supported(uint32_t t) {
 // The weight into device memory in dl_make's layout; w->data then points there.
 static int cuda_upload(backend *b, qmat *w, char *err) {
     char tb[16];
+    if (b->capturing) return b->capture_broken = 1, errf(err, "upload: a graph is being recorded");
     const qtype_info *qi = qtype_get(w->type);
     if (!qi || !type_supported(w->type))
         return errf(err, "the CUDA backend has no kernels for type %s", qtype_name(w->type, tb));
@@ -1874,8 +1883,9 @@ static void launch_attention(backend *b, attn_args a, int t0, int nt, int tq) {
     if (nt <= 0) return;
     while (tq > 1 && att_smem(a.P, a.D, tq) > b->smem_optin) tq /= 2;
     const size_t per_tok = (size_t)a.n_heads * a.n_splits * (a.D * sizeof(float) + sizeof(float2));
+    // tokens per launch: k_attn_merge's grid.y is one per token (<= 65535)
     int64_t tg = (int64_t)(ATT_PART_BYTES / per_tok) / tq * tq;
-    tg = tg < tq ? tq : tg > 65535LL * tq ? 65535LL * tq : tg;
+    tg = tg < tq ? tq : tg > 65535 / tq * tq ? 65535 / tq * tq : tg;
     for (int s = 0; s < nt; s += (int)tg) {
         const int cnt = nt - s < tg ? nt - s : (int)tg;
         a.t0 = t0 + s, a.nt = cnt, a.tq = tq;
@@ -1909,11 +1919,11 @@ static void cuda_attention(backend *b, float *out, const float *q, const void *k
     attn_args a;
     memset(&a, 0, sizeof a);
     a.P = att_make_plan(n_heads, n_kv_heads, head_dim, capacity, b->sm_count);
-    // splits: enough for the capacity in a decode pass (a recorded graph
-    // replays at any length); only those the pass reaches for a prompt
+    // splits: enough for the capacity in a decode pass or whenever a graph is
+    // recorded (it replays at any length); only those the pass reaches for a prompt
     const int cap_splits = att_splits_of(capacity, a.P.chunk);
     const int len_splits = att_splits_of(fb->max_len > 0 ? fb->max_len : capacity, a.P.chunk);
-    a.n_splits = fb->n <= MMV_MAX || len_splits > cap_splits ? cap_splits : len_splits;
+    a.n_splits = b->capturing || fb->n <= MMV_MAX || len_splits > cap_splits ? cap_splits : len_splits;
     a.q = q, a.k = (const uint8_t *)kpool, a.v = (const uint8_t *)vpool;
     a.kv_q8 = kv_type == KV_Q8, a.row_bytes = (int64_t)kv_row_bytes(kv_type, n_kv_heads * head_dim);
     a.pos = fb->pos, a.seq = fb->seq, a.tables = fb->tables, a.max_blocks = fb->max_blocks;
@@ -2025,6 +2035,10 @@ static int measure_roofline(backend *b) {
 
 static int cuda_roofline(backend *b, double *mem_bw, double *gemm_flops, char *err) {
     if (b->capturing) return errf(err, "roofline: recording a graph");
+#ifdef QUILL_SIMT  // the emulation's speed says nothing of a GPU's: no limits (0)
+    *mem_bw = *gemm_flops = 0;
+    return 0;
+#endif
     if (!(b->roof_bw > 0) && measure_roofline(b)) return errf(err, "%s", b->err);
     *mem_bw = b->roof_bw;
     *gemm_flops = b->roof_flops;
@@ -2088,9 +2102,13 @@ static int cuda_init(backend **out, int n_threads, char *err) {
 }
 
 extern "C" int cuda_device_count(char *why) {
-    // Without the NVIDIA driver's control device there is no GPU to find, and
-    // asking the runtime would cost every CPU run a few hundred ms.
-    if (access("/dev/nvidiactl", F_OK) != 0) return snprintf(why, ERR_LEN, "the NVIDIA driver is not loaded: /dev/nvidiactl is missing"), 0;
+    // Without the NVIDIA driver's control device (or WSL2's GPU device) there
+    // is no GPU to find, and asking the runtime would cost every CPU run a few
+    // hundred ms. The SIMT emulation is a device without a driver.
+#ifndef QUILL_SIMT
+    if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/dxg", F_OK) != 0)
+        return snprintf(why, ERR_LEN, "the NVIDIA driver is not loaded: neither /dev/nvidiactl nor /dev/dxg exists"), 0;
+#endif
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {

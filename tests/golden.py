@@ -23,9 +23,15 @@ def run(cmd):
 
 def continuations(quill, shared):
     fails = 0
+    # GOLDEN_MODELS="a.gguf b.gguf": only those models' rows (each must have some)
+    only = os.environ.get("GOLDEN_MODELS", "").split()
+    seen = set()
     for name in ("stories.tsv", "synth.tsv"):
         for line in open(os.path.join(shared, "golden", name), encoding="utf-8"):
             model, prompt, n, want = line.rstrip("\n").split("\t")
+            if only and model not in only:
+                continue
+            seen.add(model)
             want = json.loads(want)
             path = os.path.join(shared, "models", "gguf", model)
             try:
@@ -37,6 +43,9 @@ def continuations(quill, shared):
             print("%s %s %r" % ("ok  " if ok else "FAIL", model, prompt))
             if not ok:
                 print("     want %r\n     got  %r" % (want, got))
+    for model in sorted(set(only) - seen):
+        print("FAIL %s: no golden continuation names it" % model)
+        fails += 1
     return fails
 
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tests/simt.sh BUILD SHARED — the CUDA backend (kernels.cu) on the CPU, through
+# the SIMT emulation (simt/; BUILD is a `make SIMT=1` build): every CUDA op
+# against cpu.c with the block's threads run forward and then reversed, whole
+# models against the CPU with the threads in a seeded random order, and golden
+# continuations through `quill --gpu` (stories260K and two synthetic models).
+# QUILL_SANITIZED=1 (the ASan+UBSan build) compares 8 tokens a model, not 24,
+# and runs the goldens of those three models only. Prints what each step
+# checked; exits non-zero if any failed.
+set -u
+build=${1:-build/simt}; shared=${2:-../shared}
+cd "$(dirname "$0")/.." || exit 1
+export SHARED="$shared"
+pass=0; fail=0; failed=()
+step() {  # name, command...
+    local name=$1; shift
+    local log; log=$(mktemp)
+    if "$@" >"$log" 2>&1; then pass=$((pass+1)); echo "ok   $name: $(grep -c "^ok" "$log") ok lines"
+    else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name"; grep -v '^ok ' "$log" | tail -n 30 | sed 's/^/     /'; fi
+    rm -f "$log"
+}
+step "simt: test_backend_ops, threads in order" env QUILL_SIMT_SEED=0 "$build/tests/test_backend_ops"
+step "simt: test_backend_ops, threads reversed" env QUILL_SIMT_SEED=1 "$build/tests/test_backend_ops"
+golden="stories260K.gguf synth-llama-Q4_K_M.gguf synth-qwen3-Q4_K_M.gguf"
+# the sanitized build is several times slower: 8 steps a model and three models' goldens
+if [ "${QUILL_SANITIZED:-0}" = 1 ]; then model_env=(QUILL_TEST_STEPS=8 GOLDEN_MODELS="$golden"); else model_env=(); fi
+step "simt: test_cuda_model, threads in a random order" \
+    env QUILL_SIMT_SEED=20261125 "${model_env[@]}" "$build/tests/test_cuda_model"
+step "simt: golden continuations through quill --gpu" env QUILL_ARGS=--gpu GOLDEN_MODELS="$golden" \
+    "${PYTHON:-/usr/bin/python3}" tests/golden.py "$build/quill" "$shared" continuations
+echo "${failed[*]:+failed: ${failed[*]}}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
