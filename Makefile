@@ -77,6 +77,10 @@ $(BUILD)/lib/libsimt.so: simt/runtime.cpp $(wildcard simt/*.h)
 	mkdir -p $(BUILD)/lib
 	$(SIMT_CXX) -shared -o $@ simt/runtime.cpp
 
+$(BUILD)/tests/simt_selftest: tests/simt_selftest.cu simt/rewrite.sh $(wildcard simt/*.h) $(BUILD)/lib/libsimt.so
+	simt/rewrite.sh tests/simt_selftest.cu $(BUILD)/tests/simt_selftest.cpp
+	$(SIMT_CXX) -o $@ $(BUILD)/tests/simt_selftest.cpp -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lsimt
+
 # the stand-ins under the two sonames the backend opens (libsimt.so loads them)
 $(BUILD)/lib/libcublas.so.13: simt/cublas.cpp $(wildcard simt/*.h) $(BUILD)/lib/libsimt.so
 	$(SIMT_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ simt/cublas.cpp -L$(BUILD)/lib -lsimt
@@ -112,7 +116,7 @@ test-asan:
 
 # The CUDA backend on the CPU through the SIMT emulation (simt/, no GPU needed):
 # a normal and an ASan+UBSan build (tests/simt.sh).
-SIMT_PROGS = quill tests/test_backend_ops tests/test_cuda_model
+SIMT_PROGS = quill tests/test_backend_ops tests/test_cuda_model tests/simt_selftest
 test-simt:
 	$(MAKE) --no-print-directory BUILD=build/simt SIMT=1 $(SIMT_PROGS:%=build/simt/%)
 	tests/simt.sh build/simt $(SHARED)

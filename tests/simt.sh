@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/simt.sh BUILD SHARED — the CUDA backend (kernels.cu) on the CPU, through
-# the SIMT emulation (simt/; BUILD is a `make SIMT=1` build): every CUDA op
+# the SIMT emulation (simt/; BUILD is a `make SIMT=1` build): the emulation's own
+# checks (tests/simt_selftest.cu), every CUDA op
 # against cpu.c with the block's threads run forward and then reversed, whole
 # models against the CPU with the threads in a seeded random order, and golden
 # continuations through `quill --gpu` (stories260K and two synthetic models).
@@ -19,6 +20,28 @@ step() {  # name, command...
     else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name"; grep -v '^ok ' "$log" | tail -n 30 | sed 's/^/     /'; fi
     rm -f "$log"
 }
+# the emulation's own checks: CASE and the words its refusal must say (tests/simt_selftest.cu)
+selftest() {
+    local c words out
+    while read -r c words; do
+        out=$("$build/tests/simt_selftest" "$c" 2>&1) || { echo "FAIL $c: $out"; return 1; }
+        [ -z "$words" ] || grep -qF -- "$words" <<<"$out" || { echo "FAIL $c: no '$words' in: $out"; return 1; }
+        echo "ok   $c${words:+: $words}"
+    done <<'EOF'
+ok
+graph
+barrier-exit never completes: thread 5 has exited
+two-barriers threads wait at different barriers
+shfl-exited exited
+shfl-missing names lane 16, which the block does not have
+ldg-misaligned which is not 16-byte aligned
+block-too-big more than 1024 threads per block
+smem-limit over its limit of 49152
+capture-malloc cudaMalloc during stream capture
+capture-pageable pageable host memory during stream capture
+EOF
+}
+step "simt: the emulation's own checks" selftest
 step "simt: test_backend_ops, threads in order" env QUILL_SIMT_SEED=0 "$build/tests/test_backend_ops"
 step "simt: test_backend_ops, threads reversed" env QUILL_SIMT_SEED=1 "$build/tests/test_backend_ops"
 golden="stories260K.gguf synth-llama-Q4_K_M.gguf synth-qwen3-Q4_K_M.gguf"
