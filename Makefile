@@ -1,10 +1,13 @@
 # quill — build, test, bench.
 #   make            ./quill (CPU, and CUDA when nvcc is found; CUDA=0: CPU only) and the
-#                   demo GGUFs in models/
+#                   demo GGUFs in models/ (from ../shared; stories260K.gguf also ships)
+#   make demo       ./quill generating from the shipped demo model
 #   make test       every test, in a normal and an ASan+UBSan build (the latter CPU only),
 #                   then the CUDA backend on the CPU through the SIMT emulation (both builds)
 #   make test-cuda  the CUDA backend against the CPU (needs a GPU)
 #   make bench      prefill/decode speed against the memory-bandwidth roofline
+#   make install    (after make) the binary, man page and bash/zsh completions under
+#                   $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall removes them
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 SHARED  ?= ../shared
@@ -14,7 +17,7 @@ SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g $(CFLAGS)
 LDLIBS  := -lm -fopenmp -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
 
-LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c textout.c
+LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -40,7 +43,9 @@ SIMT_CXX  := g++ -std=c++20 $(OPT) $(SAN) -g -fPIC -ffp-contract=off -D__CUDA_AR
 CFLAGS    += -DQUILL_SIMT
 LDLIBS    += -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib' -lsimt -ldl -lstdc++
 else ifeq ($(CUDA),1)
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
+# the CUDA runtime linked in (the binary starts where no toolkit is installed);
+# cuBLAS is opened at backend start, found through the rpath or the loader's path
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -lrt -lpthread -ldl -lstdc++
 endif
 ifeq ($(CUDA),1)
 CFLAGS    += -DQUILL_CUDA
@@ -51,11 +56,25 @@ BUILD_CONFIG := $(BUILD)/config
 $(shell mkdir -p $(BUILD)/tests && (echo 'CUDA=$(CUDA) $(CUDA_ARCH) SIMT=$(SIMT)' | cmp -s - $(BUILD_CONFIG) || \
         echo 'CUDA=$(CUDA) $(CUDA_ARCH) SIMT=$(SIMT)' > $(BUILD_CONFIG)))
 
-.PHONY: all quill models test test-fast test-asan test-simt test-cuda bench clean
+# quill --version: the release, and the git commit of this checkout ("unknown" outside
+# one). Only main.o gets them, and $(BUILD)/version is rewritten only when they change:
+# a new commit (or the tree turning dirty) recompiles main.o alone. Not computed for
+# install/uninstall, which may run under sudo (git refuses a checkout root does not own).
+VERSION := 0.1.0
+ifneq ($(filter-out install uninstall clean,$(or $(MAKECMDGOALS),all)),)
+COMMIT  := $(shell [ -e .git ] && git describe --always --dirty 2>/dev/null || echo unknown)
+$(shell echo '$(VERSION) $(COMMIT)' | cmp -s - $(BUILD)/version || echo '$(VERSION) $(COMMIT)' > $(BUILD)/version)
+endif
+
+.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench clean install uninstall
 all: quill models
 
 quill: $(BUILD)/quill
 	cp $< $@
+
+# The demo: the 260K-parameter TinyStories model that ships in models/ (no ../shared needed).
+demo: quill
+	./quill -m models/stories260K.gguf -n 128 --temp 0.8 --seed 1 "Once upon a time"
 
 $(BUILD)/quill: $(BUILD)/main.o $(BUILD)/libquill.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -67,6 +86,9 @@ $(BUILD)/%.o: %.c $(wildcard *.h) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(LIB_OBJ) $(BUILD)/main.o: $(BUILD_CONFIG)
+$(BUILD)/main.o: $(BUILD)/version
+$(BUILD)/main.o: CFLAGS += -DQUILL_VERSION='"$(VERSION)"' -DQUILL_COMMIT='"$(COMMIT)"' \
+                          -DQUILL_CUDA_ARCH_NAME='"$(CUDA_ARCH)"'
 
 ifeq ($(SIMT),1)
 $(BUILD)/kernels.o: kernels.cu simt/rewrite.sh $(wildcard simt/*.h) $(wildcard *.h) $(BUILD)/lib/libcublas.so.13
@@ -131,6 +153,22 @@ test-cuda: $(BUILD)/quill $(BUILD)/tests/test_backend_ops $(BUILD)/tests/test_cu
 
 bench: $(BUILD)/quill $(BUILD)/tests/test_tokenizer
 	tests/bench.sh $(BUILD) $(SHARED)
+
+# Installs what make built (and builds nothing, so that sudo make install leaves the
+# build tree as it was). tests/t_docs.sh checks the man page and completions against --help.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+INSTALLED = bin/quill share/man/man1/quill.1 share/bash-completion/completions/quill \
+            share/zsh/site-functions/_quill
+install:
+	@test -x $(BUILD)/quill || { echo "make install: $(BUILD)/quill is not built; run make first" >&2; exit 1; }
+	install -D -m 755 $(BUILD)/quill $(DESTDIR)$(PREFIX)/bin/quill
+	install -D -m 644 doc/quill.1 $(DESTDIR)$(PREFIX)/share/man/man1/quill.1
+	install -D -m 644 completions/quill.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/quill
+	install -D -m 644 completions/_quill $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_quill
+
+uninstall:
+	rm -f $(INSTALLED:%=$(DESTDIR)$(PREFIX)/%)
 
 clean:
 	rm -rf build quill

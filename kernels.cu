@@ -2107,7 +2107,7 @@ extern "C" int cuda_device_count(char *why) {
     // hundred ms. The SIMT emulation is a device without a driver.
 #ifndef QUILL_SIMT
     if (access("/dev/nvidiactl", F_OK) != 0 && access("/dev/dxg", F_OK) != 0)
-        return snprintf(why, ERR_LEN, "the NVIDIA driver is not loaded: neither /dev/nvidiactl nor /dev/dxg exists"), 0;
+        return snprintf(why, ERR_LEN, "the NVIDIA driver is not loaded: neither /dev/nvidiactl nor /dev/dxg exists"), -1;
 #endif
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);

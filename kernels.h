@@ -13,8 +13,10 @@ extern "C" {
 
 extern const backend_ops cuda_backend;
 
-// CUDA devices this process can use: > 0, or 0 with the reason in why
-// ("no CUDA driver", "no device", "compute capability 8.0 < 9.0 ...").
+// CUDA devices this process can use: > 0; 0 with the reason in why where a
+// driver is present but no device is usable ("no device", "compute
+// capability 8.0 < 9.0 ..."); -1 with the reason where there is no NVIDIA
+// driver at all (a CPU machine).
 int cuda_device_count(char *why);
 
 // Checks, on the host, the code that the kernels share with the host: the

@@ -23,6 +23,7 @@
 #include "kernels.h"
 #endif
 #include "model.h"
+#include "modelpath.h"
 #include "pcache.h"
 #include "quant.h"
 #include "sample.h"
@@ -60,6 +61,7 @@ typedef struct {
     size_t kv_mem;          // batch: --kv-mem, bytes of the KV pool (0: n_seqs full contexts)
     int device;             // DEVICE_AUTO, or --cpu / --gpu
     int kv_type;            // --kv: KV_F16 or KV_Q8
+    char model_path[MP_PATH_MAX], draft_path[MP_PATH_MAX];  // -m, --draft resolved to files (model_file)
 } options;
 
 enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU };  // options.device
@@ -99,14 +101,18 @@ static void usage(FILE *out) {
         "       quill tokenize -m MODEL.gguf [--ids] [--no-bos] [--special] [TEXT]\n"
         "       quill batch -m MODEL.gguf [-i FILE] [-o FILE] [--lines] [--parallel N] [--chunk T]\n"
         "                   [--kv-mem SIZE] [--unordered] [generation options]\n"
+        "       quill list [--json]      the models found by name (see -m): name, size, type, path\n"
         "\n"
         "Generates a continuation of PROMPT (the arguments, else -f FILE, else stdin when it is\n"
-        "not a terminal). Only generated text goes to stdout; a stats line goes to stderr.\n"
+        "not a terminal), taken byte for byte; only a prompt from stdin loses one trailing\n"
+        "newline (what echo adds). Only generated text goes to stdout; a stats line goes to\n"
+        "stderr.\n"
         "With a terminal on stdin and no prompt, or with -i, it chats (/help lists commands).\n"
         "\n"
         "options:\n"
         "  -m, --model FILE       GGUF model (llama, qwen2, qwen3; F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
-        "                         Q5_0 Q5_1 Q4_K Q5_K Q6_K)\n"
+        "                         Q5_0 Q5_1 Q4_K Q5_K Q6_K), or its name in $QUILL_MODELS or the\n"
+        "                         Hugging Face, llama.cpp, ollama or LM Studio caches (quill list)\n"
         "  -f, --file FILE        read the prompt (ppl: the text) from FILE\n"
         "  -n, --n-predict N      generate at most N tokens (default -1: until EOS or the\n"
         "                         context is full)\n"
@@ -144,17 +150,50 @@ static void usage(FILE *out) {
         "      --system TEXT      (chat) the system prompt\n"
         "      --context-full M   (chat) when the context fills: shift (drop the oldest turns,\n"
         "                         default) or stop (ask for /reset)\n"
+        "  -q, --quiet            print nothing on stderr but errors\n"
+        "  -p N, -n N             (bench) prompt and generated tokens to time\n"
+        "  -h, --help             this help\n"
+        "      --version          the version, git commit, CUDA build and CPU kernels\n"
         "batch (JSON Lines in: {\"id\", \"prompt\", \"n\", \"temp\", \"seed\", \"stop\"}; JSON Lines out):\n"
-        "  -i, -o FILE            input and output (default stdin, stdout)\n"
+        "  -i, --input FILE       read the records from FILE (default: stdin)\n"
+        "  -o, --output FILE      write the results to FILE (default: stdout)\n"
         "      --lines            input is one prompt per line\n"
         "      --parallel N       sequences decoding together (default 4)\n"
         "      --chunk T          prompt tokens per prefill chunk, a multiple of 64 (default 256)\n"
         "      --kv-mem SIZE      bound the KV cache (e.g. 512M); sequences wait for room\n"
-        "      --unordered        write each result as it finishes, not in input order\n"
-        "  -q, --quiet            print nothing on stderr but errors\n"
-        "  -p N, -n N             (bench) prompt and generated tokens to time\n"
-        "  -h, --help             this help\n",
+        "      --unordered        write each result as it finishes, not in input order\n",
         out);
+}
+
+// The build's identity, passed by the Makefile to main.o alone (see there).
+#ifndef QUILL_VERSION
+#define QUILL_VERSION "unknown"
+#endif
+#ifndef QUILL_COMMIT
+#define QUILL_COMMIT "unknown"
+#endif
+#ifndef QUILL_CUDA_ARCH_NAME
+#define QUILL_CUDA_ARCH_NAME "unknown arch"
+#endif
+
+// quill --version: the release and git commit, whether this build has the
+// CUDA backend, and the CPU backend's own description of the kernels it picks
+// on this machine ("cpu, 2 threads, avx512-vnni"). Touches no GPU.
+static void print_version(void) {
+#if defined(QUILL_SIMT)
+    const char *cuda = "on, emulated on the CPU (SIMT, a test build)";
+#elif defined(QUILL_CUDA)
+    const char *cuda = "on (" QUILL_CUDA_ARCH_NAME ")";
+#else
+    const char *cuda = "off (built without nvcc, or with make CUDA=0)";
+#endif
+    backend *b;
+    char err[ERR_LEN];
+    if (cpu_backend.init(&b, 0, err)) die("%s", err);
+    printf("quill %s (commit %s)\ncuda: %s\ncpu backend: %s\n", QUILL_VERSION, QUILL_COMMIT, cuda,
+           cpu_backend.describe(b));
+    cpu_backend.free(b);
+    if (fflush(stdout) && errno != EPIPE) die("cannot write the output: %s", strerror(errno));
 }
 
 // ---- argument parsing -------------------------------------------------------
@@ -189,6 +228,19 @@ static char *join_args(int argc, char **argv) {
     return s;
 }
 
+// A model option's value: a file, or the name of a model the user already has
+// (modelpath.h: $QUILL_MODELS, the Hugging Face, llama.cpp, ollama and LM
+// Studio caches), written to path. Dies saying where it looked, or, for an
+// ambiguous name, with one line per candidate after the first.
+static const char *model_file(const char *value, char path[MP_PATH_MAX]) {
+    char *msg;
+    if (!mp_resolve(value, path, &msg)) return path;
+    if (!msg) die("out of memory");
+    fprintf(stderr, "quill: %s\n", msg);
+    free(msg);
+    exit(1);
+}
+
 // Parses argv[first..argc). Positional words become the prompt.
 static void parse_options(options *o, int argc, char **argv, int first) {
     *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128,
@@ -203,6 +255,7 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         const char *a = argv[i];
 #define ARG() (i + 1 < argc ? argv[++i] : (die("option %s needs a value", a), ""))
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
+        else if (!strcmp(a, "--version")) print_version(), exit(0);
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = ARG();
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) o->file = ARG();
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = o->bench_n = (int)parse_int(a, ARG(), -1, 1 << 30);
@@ -254,6 +307,8 @@ static void parse_options(options *o, int argc, char **argv, int first) {
     }
     o->prompt = n_words ? join_args(n_words, words) : NULL;
     free(words);
+    if (o->model) o->model = model_file(o->model, o->model_path);
+    if (o->draft) o->draft = model_file(o->draft, o->draft_path);
 }
 
 // ---- input --------------------------------------------------------------
@@ -281,9 +336,10 @@ static char *read_file(const char *path, size_t *len) {
     return s;
 }
 
-// The prompt: arguments, else -f, else stdin (not a terminal). One trailing
-// newline (what `echo` adds) is dropped.
-static char *read_prompt(const options *o, size_t *len) {
+// The prompt: arguments, else -f, else stdin (not a terminal), byte for byte,
+// except that with drop_newline one trailing newline of stdin ("\n" or "\r\n",
+// what `echo` adds) is dropped: generation does, `tokenize` does not.
+static char *read_prompt(const options *o, int drop_newline, size_t *len) {
     char *p;
     if (o->prompt) {
         p = strdup(o->prompt);
@@ -293,11 +349,13 @@ static char *read_prompt(const options *o, size_t *len) {
         p = read_file(o->file, len);
     } else if (!isatty(STDIN_FILENO)) {
         p = read_all(stdin, "stdin", len);
+        if (drop_newline && *len && p[*len - 1] == '\n') {
+            p[--*len] = 0;
+            if (*len && p[*len - 1] == '\r') p[--*len] = 0;
+        }
     } else {
         die("no prompt: give it as an argument, with -f FILE, or on stdin (see quill --help)");
     }
-    if (*len && p[*len - 1] == '\n') p[--*len] = 0;
-    if (*len && p[*len - 1] == '\r') p[--*len] = 0;
     long bad = utf8_invalid_at(p, *len);
     if (bad >= 0) die("the prompt is not valid UTF-8 (byte %ld)", bad);
     return p;
@@ -315,9 +373,12 @@ static const backend_ops *pick_backend(const options *o, char why[ERR_LEN]) {
     if (o->device == DEVICE_CPU) return &cpu_backend;
 #ifdef QUILL_CUDA
     char reason[ERR_LEN];
-    if (cuda_device_count(reason) > 0) return &cuda_backend;
+    const int n = cuda_device_count(reason);
+    if (n > 0) return &cuda_backend;
     if (o->device == DEVICE_GPU) die("--gpu: no usable CUDA device (%s)", reason);
-    snprintf(why, ERR_LEN, "no CUDA device (%.400s); running on the CPU", reason);
+    // a machine without the NVIDIA driver is simply a CPU machine: no notice
+    // (the stats line names the backend); a driver without a usable GPU is news
+    if (n == 0) snprintf(why, ERR_LEN, "no CUDA device (%.400s); running on the CPU", reason);
 #else
     if (o->device == DEVICE_GPU) die("--gpu: this quill was built without CUDA (build it where nvcc is installed)");
 #endif
@@ -492,7 +553,7 @@ static spec *spec_start(const options *o, model *m, model **draft) {
 
 static int cmd_generate(const options *o) {
     size_t plen;
-    char *prompt = read_prompt(o, &plen);
+    char *prompt = read_prompt(o, 1, &plen);
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
@@ -562,7 +623,7 @@ static void print_value(const gguf_kv *kv) {
 static int cmd_info(int argc, char **argv) {
     options o;
     parse_options(&o, argc, argv, 2);
-    const char *path = o.model ? o.model : o.prompt;
+    const char *path = o.model ? o.model : o.prompt ? model_file(o.prompt, o.model_path) : NULL;
     if (!path) die("usage: quill info MODEL.gguf");
     gguf_file f;
     char err[ERR_LEN];
@@ -758,7 +819,7 @@ static int cmd_tokenize(int argc, char **argv) {
     parse_options(&o, argc, argv, 2);
     if (!o.model) die("usage: quill tokenize -m MODEL.gguf [--ids] [--no-bos] [TEXT]");
     size_t len;
-    char *text = read_prompt(&o, &len);
+    char *text = read_prompt(&o, 0, &len);
     gguf_file f;
     tokenizer *tok;
     char err[ERR_LEN];
@@ -777,6 +838,25 @@ static int cmd_tokenize(int argc, char **argv) {
     free(text);
     free((char *)o.prompt);
     tok_free(tok);
+    return 0;
+}
+
+// ---- list -------------------------------------------------------------------
+
+// quill list [--json]: the models the user already has, by the names -m takes.
+static int cmd_list(int argc, char **argv) {
+    int json = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) usage(stdout), exit(0);
+        else die("usage: quill list [--json] (not '%s')", argv[i]);
+    }
+    char *msg;
+    int n = mp_list(stdout, json, &msg);
+    if (n < 0) die("%s", msg ? msg : "out of memory");
+    if (n == 0) fprintf(stderr, "quill: %s\n", msg ? msg : "no models found");
+    free(msg);
+    if (fflush(stdout) && errno != EPIPE) die("cannot write the list: %s", strerror(errno));
     return 0;
 }
 
@@ -907,6 +987,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "bench")) return cmd_bench(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "tokenize")) return cmd_tokenize(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "batch")) return cmd_batch(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "list")) return cmd_list(argc, argv);
     options o;
     parse_options(&o, argc, argv, 1);
     int chat = o.interactive || (!o.prompt && !o.file && isatty(STDIN_FILENO));

@@ -305,9 +305,11 @@ static void add_eog(tokenizer *t, int32_t id) {
 }
 
 // A piece llama.cpp recognises by its text as ending a turn is a control token
-// even when the file typed it as normal text (so it is only parsed as special).
+// whatever type the file gave it: llama.cpp adds its control flag to the type,
+// and a control flag wins over the others, so even a user-defined piece (phi-3's
+// "</s>") is then only parsed as special and decodes to nothing.
 static int32_t mark_control(tokenizer *t, int32_t id) {
-    if (id >= 0 && t->tok[id].type == TT_NORMAL) t->tok[id].type = TT_CONTROL;
+    if (id >= 0) t->tok[id].type = TT_CONTROL;
     return id;
 }
 
@@ -318,7 +320,8 @@ static void build_eog(tokenizer *t) {
                                       "<|endoftext|>",   "<|end_of_text|>", "<EOT>", "_<EOT>",
                                       "<end_of_utterance>"};
     static const char *const EOM[] = {"<|eom_id|>"};
-    size_t n_eot = sizeof EOT / sizeof EOT[0];
+    static const char *const EOG[] = {"</s>"};  // llama.cpp ends generation at these too, but not as EOT
+    size_t n_eot = sizeof EOT / sizeof EOT[0], n_eog = sizeof EOG / sizeof EOG[0];
     if (t->eot < 0) t->eot = find_first(t, EOT, n_eot);
     if (t->eom < 0) t->eom = find_first(t, EOM, 1);
     add_eog(t, t->eos);
@@ -326,6 +329,7 @@ static void build_eog(tokenizer *t) {
     add_eog(t, t->eom);
     add_eog(t, mark_control(t, find_first(t, EOM, 1)));
     for (size_t i = 0; i < n_eot; i++) add_eog(t, mark_control(t, find_first(t, &EOT[i], 1)));
+    for (size_t i = 0; i < n_eog; i++) add_eog(t, mark_control(t, find_first(t, &EOG[i], 1)));
 }
 
 static int is_special_type(int type) { return type == TT_CONTROL || type == TT_USER || type == TT_UNKNOWN; }

@@ -12,7 +12,7 @@ chat() { local in=$1; shift; printf '%b' "$in" | "$QUILL" -m "$M" -i --temp 0 "$
 rc() { [ "$(cat "$tmp/rc")" = "$1" ]; }
 has() { grep -q -- "$1" "$tmp/err"; }
 # tokens of a text, with BOS (quill drops one trailing newline from a prompt: give it one to drop)
-ntok() { local t=$1; [[ $t == *$'\n' ]] && t+=$'\n'; "$QUILL" tokenize -m "$M" --ids --special "$t" | wc -w; }
+ntok() { "$QUILL" tokenize -m "$M" --ids --special "$1" | wc -w; }  # (an argument is taken as it is)
 answer() { sed -n "${1}p" "$tmp/out"; }
 # turn N's "prompt P tok (R reused)": prints "P R"
 turn() { sed -n 's/.*prompt \([0-9]*\) tok (\([0-9]*\) reused).*/\1 \2/p' "$tmp/err" | sed -n "${1}p"; }

@@ -58,4 +58,13 @@ check "closed pipe: no error" bash -c "! grep -qi error '$T/err'"
 q info "$M";                                check "info exits 0" rc 0
 check "info lists tensors and metadata" bash -c "grep -q 'token_embd.weight' '$T/out' && grep -q 'general.architecture' '$T/out'"
 q -m "$M" --temp 0 -n 0 -q "Once";          check "-n 0 prints nothing" test ! -s "$T/out"
+# a CUDA build on a machine with no NVIDIA driver: a CPU run says nothing of CUDA
+# (its stats line names the backend); --gpu fails with the reason
+if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/dxg ]; then
+    q -m "$M" --temp 0 -n 2 "Once";         check "no driver: no CUDA notice" bash -c "! grep -qi cuda '$T/err'"
+    check "no driver: the stats line names the CPU" err_has "| cpu, "
+    q --gpu -m "$M" -n 1 x;                 check "no driver: --gpu fails" rc 1
+    check "no driver: --gpu names the reason" err_has "--gpu: .*\(driver\|without CUDA\)"
+fi
+check "the CUDA runtime is linked in (no libcudart to find at run time)" bash -c "! ldd '$QUILL' | grep -q libcudart"
 exit $((fails > 0))

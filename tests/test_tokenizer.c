@@ -127,9 +127,8 @@ static int check_encode(const tokenizer *t, const char *text, size_t len, int bo
     return ok;
 }
 
-// Encodes then decodes; the bytes must come back as want (usually the text).
-static void check_roundtrip_as(const tokenizer *t, const char *text, size_t len, int bos, const char *want,
-                               size_t want_len, const char *label) {
+// Encodes then decodes; the bytes must come back as the text.
+static void check_roundtrip(const tokenizer *t, const char *text, size_t len, int bos, const char *label) {
     int32_t *ids;
     int n;
     char err[ERR_LEN] = "";
@@ -140,14 +139,10 @@ static void check_roundtrip_as(const tokenizer *t, const char *text, size_t len,
     for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < tok_n_vocab(t), "%s: id %d out of range", label, ids[i]);
     size_t dlen;
     char *dec = decode_all(t, ids, n, &dlen);
-    CHECK(dlen == want_len && memcmp(dec, want, want_len) == 0, "%s: round trip differs (%zu bytes in, %zu out)",
-          label, want_len, dlen);
+    CHECK(dlen == len && memcmp(dec, text, len) == 0, "%s: round trip differs (%zu bytes in, %zu out)", label, len,
+          dlen);
     free(dec);
     free(ids);
-}
-
-static void check_roundtrip(const tokenizer *t, const char *text, size_t len, int bos, const char *label) {
-    check_roundtrip_as(t, text, len, bos, text, len, label);
 }
 
 // ---- llama.cpp's test vectors ----
@@ -289,17 +284,73 @@ static void test_special(void) {
     }
     t = load_tok("vocab/ggml-vocab-phi-3.gguf");
     if (!t) return;
-    // phi-3's "</s>" (id 2) is user-defined: matched even without parse_special,
-    // and (llama.cpp's phi-3 rule) it swallows the spaces after it.
-    static const int32_t a[] = {15043, 2};
-    check_encode(t, "Hello</s>", 9, 0, 0, a, 2, "phi-3 user-defined");
+    // phi-3's "</s>" (id 2) is typed user-defined, but llama.cpp makes it a control
+    // token (it ends generation): text unless parse_special; with it, (llama.cpp's
+    // phi-3 rule) it swallows the spaces after it.
     static const int32_t b[] = {2, 15043};
-    check_encode(t, "</s>   Hello", 12, 0, 0, b, 2, "phi-3 rstrip");
-    CHECK(tok_eos(t) == 32000 && tok_is_eog(t, 32000) && tok_is_eog(t, 32007) && !tok_is_eog(t, 32010),
-          "phi-3: eos/eot (<|end|>) end generation, <|user|> does not");
+    check_encode(t, "</s>   Hello", 12, 0, 1, b, 2, "phi-3 rstrip");
+    CHECK(tok_eos(t) == 32000 && tok_is_eog(t, 32000) && tok_is_eog(t, 32007) && tok_is_eog(t, 2) &&
+              !tok_is_eog(t, 32010),
+          "phi-3: eos/eot (<|end|>) and </s> end generation, <|user|> does not");
     static const int32_t c[] = {32010, 15043, 32007};  // <|user|> ▁Hello <|end|>
     check_encode(t, "<|user|>Hello<|end|>", 20, 0, 1, c, 3, "phi-3 control");
-    check_roundtrip(t, "Hello</s>World", 14, 0, "phi-3 user-defined round trip");
+    check_roundtrip(t, "Hello</s>World", 14, 0, "phi-3 </s> as text round trip");
+    tok_free(t);
+}
+
+// Chat markers without and with parse_special, as llama.cpp tokenizes them. The
+// ids are llama-tokenize's output (llama.cpp's tools/tokenize, built CPU-only):
+//   llama-tokenize -m ../shared/vocab/ggml-vocab-VOCAB.gguf -p "TEXT" --ids --log-disable --no-bos --no-parse-special
+// for special 0, and the same without --no-parse-special (its default parses
+// special tokens) for special 1. llama.cpp makes the pieces that end a turn
+// control tokens whatever their type in the file, so "</s>" — user-defined in
+// phi-3, normal in qwen2 — is plain text unless parse_special.
+#define MARKERS "<s> </s> <|endoftext|> <|im_start|>"
+static const struct {
+    const char *vocab, *text;
+    int special;
+    const char *ids;  // as llama-tokenize prints them, without the brackets and commas
+} MARKER_CASES[] = {
+    {"phi-3", MARKERS, 0,
+     "529 29879 29958 1533 29879 29958 529 29989 355 974 726 29989 29958 529 29989 326 29918 2962 29989 29958"},
+    {"phi-3", MARKERS, 1, "1 259 2 32000 29871 529 29989 326 29918 2962 29989 29958"},
+    {"phi-3", "Hello</s>   World", 0, "15043 829 29879 29958 259 2787"},
+    {"phi-3", "Hello</s>   World", 1, "15043 2 2787"},
+    {"phi-3", "<|user|> Hello <|end|> <s> x", 0,
+     "529 29989 1792 29989 29958 15043 529 29989 355 29989 29958 529 29879 29958 921"},
+    {"phi-3", "<|user|> Hello <|end|> <s> x", 1, "32010 15043 29871 32007 1 29871 921"},
+    {"llama-spm", MARKERS, 0,
+     "529 29879 29958 1533 29879 29958 529 29989 355 974 726 29989 29958 529 29989 326 29918 2962 29989 29958"},
+    {"llama-spm", MARKERS, 1, "1 259 2 29871 529 29989 355 974 726 29989 29958 529 29989 326 29918 2962 29989 29958"},
+    {"llama-spm", "Hello</s>   World", 0, "15043 829 29879 29958 259 2787"},
+    {"llama-spm", "Hello</s>   World", 1, "15043 2 1678 2787"},
+    {"qwen2", MARKERS, 0, "44047 29 690 82 29 82639 8691 723 427 91 29 82639 318 4906 91 29"},
+    {"qwen2", MARKERS, 1, "44047 29 220 128247 220 151643 220 151644"},
+    {"qwen2", "Hello</s>   World", 0, "9707 522 82 29 256 4337"},
+    {"qwen2", "Hello</s>   World", 1, "9707 128247 256 4337"},
+};
+
+static void test_markers(void) {
+    tokenizer *t = NULL;
+    const char *loaded = NULL;  // the vocabulary t holds (cases are grouped by vocabulary)
+    for (size_t i = 0; i < sizeof MARKER_CASES / sizeof MARKER_CASES[0]; i++) {
+        const char *vocab = MARKER_CASES[i].vocab;
+        if (!loaded || strcmp(loaded, vocab) != 0) {
+            char rel[128];
+            snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", vocab);
+            tok_free(t);
+            t = load_tok(rel);
+            loaded = vocab;
+        }
+        if (!t) continue;
+        char ids[256], label[96];
+        int32_t want[64];
+        snprintf(ids, sizeof ids, "%s", MARKER_CASES[i].ids);
+        int n = parse_ids(ids, want, 64);
+        snprintf(label, sizeof label, "%s markers #%zu%s", vocab, i, MARKER_CASES[i].special ? " (parse_special)" : "");
+        const char *text = MARKER_CASES[i].text;
+        check_encode(t, text, strlen(text), 0, MARKER_CASES[i].special, want, n, label);
+    }
     tok_free(t);
 }
 
@@ -690,51 +741,24 @@ static char *read_corpus(size_t *len) {
     return c;
 }
 
-// What a round trip gives back: the text itself, except that phi-3's "</s>"
-// (user-defined, so matched in any text) swallows the whitespace after it, as
-// llama.cpp's phi-3 rule says. malloc'd.
-static char *roundtrip_text(const char *vocab, const char *s, size_t n, size_t *out_len) {
-    char *out = malloc(n + 1);
-    size_t w = 0;
-    int phi3 = strcmp(vocab, "phi-3") == 0;
-    for (size_t i = 0; i < n;) {
-        if (phi3 && n - i >= 4 && memcmp(s + i, "</s>", 4) == 0) {
-            memcpy(out + w, "</s>", 4), w += 4, i += 4;
-            while (i < n && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) i++;
-            continue;
-        }
-        out[w++] = s[i++];
-    }
-    *out_len = w;
-    return out;
-}
-
-static void check_vocab_roundtrip(const tokenizer *t, const char *vocab, const char *s, size_t n, int bos,
-                                  const char *label) {
-    size_t wn;
-    char *want = roundtrip_text(vocab, s, n, &wn);
-    check_roundtrip_as(t, s, n, bos, want, wn, label);
-    free(want);
-}
-
 // Round trips: the short texts above, the corpus file whole, and each of its lines.
 static void test_corpus(const tokenizer *t, const char *vocab, const char *corpus, size_t len) {
     char l[96];
     for (size_t i = 0; i < sizeof CORPUS / sizeof CORPUS[0]; i++) {
         snprintf(l, sizeof l, "%s corpus #%zu", vocab, i);
-        check_vocab_roundtrip(t, vocab, CORPUS[i], strlen(CORPUS[i]), 0, l);
-        check_vocab_roundtrip(t, vocab, CORPUS[i], strlen(CORPUS[i]), 1, l);
+        check_roundtrip(t, CORPUS[i], strlen(CORPUS[i]), 0, l);
+        check_roundtrip(t, CORPUS[i], strlen(CORPUS[i]), 1, l);
     }
     if (!corpus) return;
     snprintf(l, sizeof l, "%s tok_corpus.txt", vocab);
-    check_vocab_roundtrip(t, vocab, corpus, len, 0, l);
-    check_vocab_roundtrip(t, vocab, corpus, len, 1, l);
+    check_roundtrip(t, corpus, len, 0, l);
+    check_roundtrip(t, corpus, len, 1, l);
     int line = 1;
     for (const char *p = corpus, *end = corpus + len; p < end; line++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
         snprintf(l, sizeof l, "%s tok_corpus.txt line %d", vocab, line);
-        check_vocab_roundtrip(t, vocab, p, n, 0, l);
+        check_roundtrip(t, p, n, 0, l);
         p += n + 1;
     }
 }
@@ -897,6 +921,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof VOCABS / sizeof VOCABS[0]; i++) test_vocab_vectors(VOCABS[i]);
     test_stories();
     test_special();
+    test_markers();
     test_bpe_meta();
     test_bpe_special();
     size_t corpus_len = 0;
