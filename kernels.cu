@@ -766,6 +766,14 @@ __global__ void k_embed(const uint8_t *__restrict__ w, dlayout L, int64_t cols, 
 // so every warp quantizes whole blocks; a j < dim test is the same for the
 // whole warp.
 template <bool Q8>
+__device__ __forceinline__ void rms_out(float *oi, const float *__restrict__ g, int j, float xj, float scale,
+                                        int64_t blk0, int8_t *__restrict__ q, float2 *__restrict__ ds) {
+    const float v = xj * scale * g[j];
+    oi[j] = v;
+    if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
+}
+
+template <bool Q8>
 __global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ g, int dim, float eps,
                           int8_t *__restrict__ q, float2 *__restrict__ ds) {
     __shared__ float red[32];
@@ -783,18 +791,8 @@ __global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ 
     const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
     const int64_t blk0 = (int64_t)blockIdx.x * (dim / 32);
 #pragma unroll
-    for (int k = 0; k < RMS_PER; k++) {
-        const int j = tid + k * T;
-        if (j >= dim) break;
-        const float v = xv[k] * scale * g[j];
-        oi[j] = v;
-        if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
-    }
-    for (int j = tid + RMS_PER * T; j < dim; j += T) {
-        const float v = xi[j] * scale * g[j];
-        oi[j] = v;
-        if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
-    }
+    for (int k = 0; k < RMS_PER && tid + k * T < dim; k++) rms_out<Q8>(oi, g, tid + k * T, xv[k], scale, blk0, q, ds);
+    for (int j = tid + RMS_PER * T; j < dim; j += T) rms_out<Q8>(oi, g, j, xi[j], scale, blk0, q, ds);
 }
 
 __global__ void k_add_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t len, int dim) {
@@ -1991,6 +1989,7 @@ static int cuda_graph_replay(backend *b, int key, char *err) {
     return 0;
 }
 
+#ifndef QUILL_SIMT  // (the emulation has no limits to measure: cuda_roofline)
 // Device-memory bandwidth (device-to-device copies of up to 1 GiB) and bf16
 // GEMM throughput (8192³ through cuBLAS), best of a few timed repetitions.
 static int measure_roofline(backend *b) {
@@ -2032,16 +2031,17 @@ static int measure_roofline(backend *b) {
     if (e1) CK(cudaEventDestroy(e1));
     return bad || b->failed ? -1 : 0;
 }
+#endif
 
 static int cuda_roofline(backend *b, double *mem_bw, double *gemm_flops, char *err) {
     if (b->capturing) return errf(err, "roofline: recording a graph");
 #ifdef QUILL_SIMT  // the emulation's speed says nothing of a GPU's: no limits (0)
     *mem_bw = *gemm_flops = 0;
-    return 0;
-#endif
+#else
     if (!(b->roof_bw > 0) && measure_roofline(b)) return errf(err, "%s", b->err);
     *mem_bw = b->roof_bw;
     *gemm_flops = b->roof_flops;
+#endif
     return 0;
 }
 

@@ -521,30 +521,6 @@ static const char *model_name(const catalog *c, const mp_model *e) {
 
 // ---- messages --------------------------------------------------------------------
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} strbuf;
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    while (!b->oom) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n >= 0 && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = 2 * (b->len + (size_t)n + 1);
-        char *s = n < 0 ? NULL : realloc(b->s, cap);
-        if (!s) b->oom = 1;
-        else b->s = s, b->cap = cap;
-    }
-}
-
 // Bytes that would garble a terminal line (controls, invalid UTF-8) as '?';
 // keep_nl keeps '\n'.
 static void sanitize(char *s, int keep_nl) {
@@ -557,47 +533,54 @@ static void sanitize(char *s, int keep_nl) {
     }
 }
 
-// The message, or NULL when out of memory.
-static char *sb_finish(strbuf *b) {
-    if (b->oom || !b->s) return free(b->s), NULL;
-    sanitize(b->s, 1);
-    return b->s;
+// Messages are written with fprintf into open_memstream's buffer *s; msg_close
+// returns it fit for a terminal, or NULL when out of memory.
+static char *msg_close(FILE *f, char **s) {
+    if (fclose(f) || !*s) return free(*s), NULL;
+    sanitize(*s, 1);
+    return *s;
 }
 
 // A path with $HOME shown as "~".
-static void sb_path(strbuf *b, const catalog *c, const char *path) {
+static void msg_path(FILE *b, const catalog *c, const char *path) {
     size_t h = c->home ? strlen(c->home) : 0;
-    if (h > 1 && !strncmp(path, c->home, h) && path[h] == '/') sb_printf(b, "~%s", path + h);
-    else sb_printf(b, "%s", path);
+    if (h > 1 && !strncmp(path, c->home, h) && path[h] == '/') fprintf(b, "~%s", path + h);
+    else fprintf(b, "%s", path);
 }
 
 // "$QUILL_MODELS (unset); the Hugging Face cache ~/.cache/huggingface/hub; ..."
 // with every place's folders, each that does not exist marked (absent).
-static void sb_places(strbuf *b, const catalog *c) {
+static void msg_places(FILE *b, const catalog *c) {
     for (int p = 0; p < MP_N_PLACES; p++) {
-        if (p == MP_QUILL && !c->n_dirs[p]) sb_printf(b, "%s (%s)", place_label[p], c->models_set ? "empty" : "unset");
+        if (p == MP_QUILL && !c->n_dirs[p]) fprintf(b, "%s (%s)", place_label[p], c->models_set ? "empty" : "unset");
         if (!c->n_dirs[p]) continue;  // a place under an unset $HOME
-        sb_printf(b, "%s%s ", p ? "; " : "", place_label[p]);
+        fprintf(b, "%s%s ", p ? "; " : "", place_label[p]);
         for (int d = 0; d < c->n_dirs[p]; d++) {
-            sb_printf(b, "%s", d ? ", " : "");
-            sb_path(b, c, c->dirs[p][d]);
-            if (!is_dir(c->dirs[p][d])) sb_printf(b, " (absent)");
+            fprintf(b, "%s", d ? ", " : "");
+            msg_path(b, c, c->dirs[p][d]);
+            if (!is_dir(c->dirs[p][d])) fprintf(b, " (absent)");
         }
     }
 }
 
 static char *not_found_msg(const catalog *c, const char *value) {
-    strbuf b = {0};
-    sb_printf(&b, "model '%s' not found (quill list shows the names there are); looked in ", value);
-    sb_places(&b, c);
-    return sb_finish(&b);
+    char *s = NULL;
+    size_t n;
+    FILE *b = open_memstream(&s, &n);
+    if (!b) return NULL;
+    fprintf(b, "model '%s' not found (quill list shows the names there are); looked in ", value);
+    msg_places(b, c);
+    return msg_close(b, &s);
 }
 
 // A first line, then each candidate: a name that picks exactly it, and its path.
 static char *ambiguous_msg(const catalog *c, const char *value, int p, const int *idx, int k, int shown) {
-    strbuf b = {0};
-    sb_printf(&b, "model '%s' is ambiguous: %d files in %s match it; give one of these names (or a path):", value, k,
-              place_label[p]);
+    char *s = NULL;
+    size_t len;
+    FILE *b = open_memstream(&s, &len);
+    if (!b) return NULL;
+    fprintf(b, "model '%s' is ambiguous: %d files in %s match it; give one of these names (or a path):", value, k,
+            place_label[p]);
     int w = 0;
     for (int i = 0; i < shown; i++) {
         const char *name = model_name(c, &c->m[idx[i]]);
@@ -606,20 +589,19 @@ static char *ambiguous_msg(const catalog *c, const char *value, int p, const int
     }
     for (int i = 0; i < shown; i++) {  // a file no name picks: its path alone
         const char *name = model_name(c, &c->m[idx[i]]), *path = c->m[idx[i]].path;
-        if (name == path) sb_printf(&b, "\n  %s", path);
-        else sb_printf(&b, "\n  %-*s  %s", w, name, path);
+        if (name == path) fprintf(b, "\n  %s", path);
+        else fprintf(b, "\n  %-*s  %s", w, name, path);
     }
-    if (k > shown) sb_printf(&b, "\n  ... and %d more (quill list shows them all)", k - shown);
-    return sb_finish(&b);
+    if (k > shown) fprintf(b, "\n  ... and %d more (quill list shows them all)", k - shown);
+    return msg_close(b, &s);
 }
 
 // ---- resolving -m -------------------------------------------------------------
 
 static int copy_path(char out[MP_PATH_MAX], const char *path, char **msg) {
     if (strlen(path) < MP_PATH_MAX) return strcpy(out, path), 0;
-    strbuf b = {0};
-    sb_printf(&b, "%.200s...: path longer than %d bytes", path, MP_PATH_MAX - 1);
-    *msg = sb_finish(&b);
+    if (asprintf(msg, "%.200s...: path longer than %d bytes", path, MP_PATH_MAX - 1) < 0) *msg = NULL;
+    else sanitize(*msg, 1);
     return -1;
 }
 
@@ -783,10 +765,15 @@ int mp_list(FILE *out, int json, char **msg) {
     if (n > 0) qsort(rows, (size_t)n, sizeof *rows, cmp_row);
     if (n > 0 && (json ? print_json(out, rows, n) : print_table(out, rows, n))) n = -1;
     if (n == 0) {
-        strbuf b = {0};
-        sb_printf(&b, "no models found; looked in ");
-        sb_places(&b, &c);
-        *msg = sb_finish(&b);
+        char *s = NULL;
+        size_t len;
+        FILE *b = open_memstream(&s, &len);
+        *msg = NULL;
+        if (b) {
+            fprintf(b, "no models found; looked in ");
+            msg_places(b, &c);
+            *msg = msg_close(b, &s);
+        }
     }
     free(rows);
     catalog_free(&c);

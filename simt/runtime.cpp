@@ -59,9 +59,7 @@ struct graph_node {
 struct simt_graph {
     std::vector<graph_node> nodes;
 };
-struct simt_graph_exec {
-    std::vector<graph_node> nodes;
-};
+struct simt_graph_exec : simt_graph {};  // an instantiated copy
 struct simt_event {
     double t = -1;  // seconds, when the stream reached it
 };
@@ -97,17 +95,13 @@ static cudaError_t sticky(cudaError_t e) {
 
 static cudaError_t check_sticky() { return rt.sticky != cudaSuccess ? set_last(rt.sticky) : cudaSuccess; }
 
-static void vreport(const char *fmt, va_list ap) {
-    fputs("simt: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-}
-
 static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void report(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vreport(fmt, ap);
+    fputs("simt: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
     va_end(ap);
 }
 
@@ -280,7 +274,6 @@ struct block_run {
     fiber *f;              // [n]
     exchange *x;           // [warps]
     void *smem;            // dynamic shared memory (exact size, poisoned)
-    size_t smem_bytes;
     bool failed;
     const int *order;      // [n] the order threads are run in (thread_order)
     int cursor;            // where next_ready looks first
@@ -295,7 +288,7 @@ struct scheduler {
     void *sp;                      // the scheduler's saved sp while a fiber runs
     void *asan_fake;
     const void *bottom;            // the scheduler stack's bounds (ASan)
-    size_t size = 0;
+    size_t size;
     fiber *cur;
     block_run *blk;
     const std::function<void()> *body;
@@ -630,7 +623,7 @@ static void work_on(grid_job &j) {
     for (uint64_t i; !j.stop && (i = j.next++) < j.blocks;) {
         const dim3 idx((unsigned)(i % j.grid.x), (unsigned)(i / j.grid.x % j.grid.y),
                        (unsigned)(i / ((uint64_t)j.grid.x * j.grid.y)));
-        block_run b = {j.name, idx, n, fv.data(), xv.data(), nullptr, j.smem, false, nullptr, 0};
+        block_run b = {j.name, idx, n, fv.data(), xv.data(), nullptr, false, nullptr, 0};
         if (j.smem) {  // exactly the launch's bytes, poisoned: ASan sees an overrun
             if (!(b.smem = malloc(j.smem))) {
                 report("%s: out of memory for %zu bytes of shared memory", j.name, j.smem);
@@ -975,7 +968,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *ex, cudaGraph_t g, unsigned long long flags) {
     (void)flags;
     if (!g) return set_last(cudaErrorInvalidValue);
-    *ex = new simt_graph_exec{g->nodes};
+    *ex = new simt_graph_exec{*g};
     return check_sticky();
 }
 
