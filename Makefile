@@ -17,7 +17,7 @@ SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g $(CFLAGS)
 LDLIBS  := -lm -fopenmp -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
 
-LIB_SRC  = util.c gguf.c quant.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
+LIB_SRC  = util.c gguf.c quant.c quant_avx512.c quant_avx2.c quant_generic.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

@@ -1,0 +1,498 @@
+// quant_avx2.c — the AVX2 kernels, for machines without AVX-512
+// (quant_impl.h; empty in builds for other ISAs).
+//
+// The unit kernels perform the float operations of quant_avx512.c's on 2 × 8
+// lanes (lo: lanes 0-7, hi: lanes 8-15). Integer dot products use
+// VPMADDUBSW/VPMADDWD, whose pair sums stay within int16 for every weight
+// range here.
+#include "quant_impl.h"
+
+#if defined(Q_AVX2)
+
+// reduce16 of the lanes lo (0-7) and hi (8-15).
+ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(hi, lo);
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Dwords of rows: lane l of t[k] = dword k of the 16 bytes at p[l] (p[0..3]
+// in the low 128 bits, p[4..7] in the high), k < 4.
+ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {
+    __m256i r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p[i])),
+                                       _mm_loadu_si128((const __m128i *)p[i + 4]), 1);
+    const __m256i a = _mm256_unpacklo_epi32(r[0], r[1]), b = _mm256_unpackhi_epi32(r[0], r[1]);
+    const __m256i c = _mm256_unpacklo_epi32(r[2], r[3]), d = _mm256_unpackhi_epi32(r[2], r[3]);
+    t[0] = _mm256_unpacklo_epi64(a, c);
+    t[1] = _mm256_unpackhi_epi64(a, c);
+    t[2] = _mm256_unpacklo_epi64(b, d);
+    t[3] = _mm256_unpackhi_epi64(b, d);
+}
+
+// Σ over 4 bytes per dword of u * s (u unsigned, s signed; |pair sums| < 2^15).
+ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Half h (8 blocks) of a 32-element unit: q[v] lane l = weights 4v..4v+3 of
+// block l, signed for Q8_0 and as q (unsigned) otherwise; d (and m) as floats.
+typedef struct {
+    __m256i q[8];
+    __m256 d, m;
+} half_regs;
+
+ALWAYS_INLINE void half_unpack(uint32_t type, const uint8_t *blocks, half_regs *r) {
+    const size_t bs = block32_bytes(type);
+    const uint8_t *p[8];
+    uint16_t d[8], m[8];
+    for (int l = 0; l < 8; l++) {
+        const uint8_t *b = blocks + l * bs;
+        d[l] = (uint16_t)load_u32(b);
+        m[l] = (uint16_t)(load_u32(b) >> 16);
+        p[l] = b + (type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : type == Q_Q5_1 ? 8 : 2);  // the qs
+    }
+    r->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    r->m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m));
+    if (type == Q_Q8_0) {
+        const uint8_t *p2[8];
+        for (int l = 0; l < 8; l++) p2[l] = p[l] + 16;
+        transpose8x4(p, r->q);
+        transpose8x4(p2, r->q + 4);
+        return;
+    }
+    __m256i z[4];
+    transpose8x4(p, z);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int v = 0; v < 4; v++) {
+        r->q[v] = _mm256_and_si256(z[v], m4);
+        r->q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(z[v], 4), m4);
+    }
+    if (type == Q_Q5_0 || type == Q_Q5_1) {  // bit e of qh: the 5th bit of weight e
+        uint32_t qh[8];
+        for (int l = 0; l < 8; l++) qh[l] = load_u32(blocks + l * bs + 2 + 2 * (type == Q_Q5_1));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+        for (int v = 0; v < 8; v++) {  // 4 bits to bit 0 of 4 bytes (disjoint shifts: no carries), then bit 4
+            const __m256i b4 = _mm256_and_si256(_mm256_srli_epi32(h, 4 * v), _mm256_set1_epi32(15));
+            const __m256i spread = _mm256_and_si256(_mm256_mullo_epi32(b4, _mm256_set1_epi32(0x00204081)),
+                                                    _mm256_set1_epi32(0x01010101));
+            r->q[v] = _mm256_or_si256(r->q[v], _mm256_slli_epi32(spread, 4));
+        }
+    }
+}
+
+// One half of one unit of one token (a: the unit's activations).
+ALWAYS_INLINE __m256 half_token(uint32_t type, const half_regs *r, const uint8_t *a, int h, __m256 acc) {
+    __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+    for (int v = 0; v < 8; v += 2) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 64 + 32 * h));
+        if (type == Q_Q8_0) {
+            i0 = _mm256_add_epi32(i0, dot_u8s8(_mm256_sign_epi8(r->q[v], r->q[v]), _mm256_sign_epi8(x0, r->q[v])));
+            i1 = _mm256_add_epi32(i1, dot_u8s8(_mm256_sign_epi8(r->q[v + 1], r->q[v + 1]),
+                                               _mm256_sign_epi8(x1, r->q[v + 1])));
+        } else {
+            i0 = _mm256_add_epi32(i0, dot_u8s8(r->q[v], x0));
+            i1 = _mm256_add_epi32(i1, dot_u8s8(r->q[v + 1], x1));
+        }
+    }
+    __m256i i = _mm256_add_epi32(i0, i1);
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(a + UNIT_W + 32 * h));
+    // Q4_0/Q5_0 take q - 8 / q - 16: the word is c = -128 Σx, so subtract 8 Σx = -c / 16 (16 Σx = -c / 8)
+    if (type == Q_Q4_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 4));
+    if (type == Q_Q5_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 3));
+    const __m256 dd = _mm256_mul_ps(r->d, _mm256_loadu_ps((const float *)(a + UNIT_D + 32 * h)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc);
+    if (type == Q_Q4_1 || type == Q_Q5_1) acc = _mm256_fmadd_ps(r->m, _mm256_castsi256_ps(w), acc);
+    return acc;
+}
+
+ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                  const uint8_t *x, size_t xs, float *out, const int NT) {
+    const size_t bs = block32_bytes(type);
+    const int64_t nb = n / 32;
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *blocks = w + (size_t)(16 * u) * bs;
+        uint8_t pad[16 * sizeof(block_q8_0)];  // a last, partial unit, padded with zero blocks
+        if (nb - 16 * u < 16) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, blocks, (size_t)(nb - 16 * u) * bs);
+            blocks = pad;
+        }
+        const uint8_t *a = x + (size_t)u * UNIT_BYTES;
+        for (int h = 0; h < 2; h++) {
+            half_regs r;
+            half_unpack(type, blocks + 8 * h * bs, &r);
+            for (int t = 0; t < NT; t++) acc[t][h] = half_token(type, &r, a + (size_t)t * xs, h, acc[t][h]);
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+
+// Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
+// = sc * fp16(d) of group 8h + g.
+ALWAYS_INLINE void q6k_unpack_avx2(const block_q6_K *b, __m256i q[2][4], __m256 a[2]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        // N[k]: elements 32k..32k+31 of this half (groups 2k, 2k+1), as ggml's AVX2 kernel unpacks them
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i N[4] = {
+            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
+        };
+        // R[i] = [group i | group i + 4]; a 4x4 dword transposition in each 128-bit half
+        const __m256i R[4] = {_mm256_permute2x128_si256(N[0], N[2], 0x20), _mm256_permute2x128_si256(N[0], N[2], 0x31),
+                              _mm256_permute2x128_si256(N[1], N[3], 0x20), _mm256_permute2x128_si256(N[1], N[3], 0x31)};
+        const __m256i s0 = _mm256_unpacklo_epi32(R[0], R[1]), s1 = _mm256_unpackhi_epi32(R[0], R[1]);
+        const __m256i s2 = _mm256_unpacklo_epi32(R[2], R[3]), s3 = _mm256_unpackhi_epi32(R[2], R[3]);
+        q[h][0] = _mm256_unpacklo_epi64(s0, s2);
+        q[h][1] = _mm256_unpackhi_epi64(s0, s2);
+        q[h][2] = _mm256_unpacklo_epi64(s1, s3);
+        q[h][3] = _mm256_unpackhi_epi64(s1, s3);
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->scales + 8 * h))));
+        a[h] = _mm256_mul_ps(sc, _mm256_set1_ps(half_f32(b->d)));
+    }
+}
+
+ALWAYS_INLINE void q6k_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                 const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)type, (void)n;
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        __m256i q[2][4];
+        __m256 a[2];
+        q6k_unpack_avx2((const block_q6_K *)w + u, q, a);
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+            const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
+            for (int h = 0; h < 2; h++) {
+                __m256i i0 = dot_u8s8(q[h][0], _mm256_loadu_si256((const __m256i *)(r + 32 * h)));
+                __m256i i1 = dot_u8s8(q[h][1], _mm256_loadu_si256((const __m256i *)(r + 64 + 32 * h)));
+                i0 = _mm256_add_epi32(i0, dot_u8s8(q[h][2], _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h))));
+                i1 = _mm256_add_epi32(i1, dot_u8s8(q[h][3], _mm256_loadu_si256((const __m256i *)(r + 192 + 32 * h))));
+                const __m256i i = _mm256_add_epi32(_mm256_add_epi32(i0, i1),
+                                                   _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h)));
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+
+// Float types: 16 lanes of weights (and of x for F32/F16) widened to f32, a
+// last partial unit through zeroed buffers. BF16 lanes hold pairs: the odd
+// element's product is added first, as VDPBF16PS does.
+ALWAYS_INLINE void float_load_avx2(uint32_t type, const uint8_t *p, __m256 v[4]) {
+    if (type == Q_F32) {
+        v[0] = _mm256_loadu_ps((const float *)p);
+        v[1] = _mm256_loadu_ps((const float *)(p + 32));
+    } else if (type == Q_F16) {
+        v[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        v[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+    } else {  // per half: odd elements (high words), even elements (low words)
+        for (int h = 0; h < 2; h++) {
+            const __m256i z = _mm256_loadu_si256((const __m256i *)(p + 32 * h));
+            v[2 * h] = _mm256_castsi256_ps(_mm256_and_si256(z, _mm256_set1_epi32((int)0xffff0000)));
+            v[2 * h + 1] = _mm256_castsi256_ps(_mm256_slli_epi32(z, 16));
+        }
+    }
+}
+
+// Unit u of a row of n elements (a last partial unit through a zeroed buffer).
+ALWAYS_INLINE void float_unit_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u, __m256 v[4]) {
+    const int64_t per = type == Q_BF16 ? 32 : 16, i = per * u, wb = type == Q_F32 ? 4 : 2;
+    if (n - i >= per) {
+        float_load_avx2(type, w + wb * i, v);
+        return;
+    }
+    uint8_t buf[64] = {0};
+    memcpy(buf, w + wb * i, (size_t)(wb * (n - i)));
+    float_load_avx2(type, buf, v);
+}
+
+ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                   const uint8_t *x, size_t xs, float *out, const int NT) {
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        __m256 wv[4], xv[4];
+        float_unit_avx2(type, w, n, u, wv);
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *xt = x + (size_t)t * xs;
+            if (type == Q_BF16) {
+                float_unit_avx2(Q_BF16, xt, n, u, xv);
+                for (int h = 0; h < 2; h++)
+                    acc[t][h] = _mm256_fmadd_ps(xv[2 * h + 1], wv[2 * h + 1], _mm256_fmadd_ps(xv[2 * h], wv[2 * h], acc[t][h]));
+            } else {
+                float_unit_avx2(Q_F32, xt, n, u, xv);
+                for (int h = 0; h < 2; h++) acc[t][h] = _mm256_fmadd_ps(wv[h], xv[h], acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+
+// Q4_K and Q5_K: the integer sums of one super-block (q4k_ints_c, q5k_ints_c).
+
+// The lane sums of four vectors (integers: exact in any order).
+ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+ALWAYS_INLINE void q4k_ints_avx2(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
+    uint32_t wd[4];
+    k4_scale_words(b->scales, wd);
+    // the 8 scales as int16, in both 128-bit lanes; the 8 mins as int16
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)wd)));
+    const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(wd + 2)));
+    _mm_storeu_si128((__m128i *)M, _mm_madd_epi16(mn, _mm_loadu_si128((const __m128i *)(rec + K4_PAIRS))));
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
+    for (int p = 0; p < 4; p++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
+        const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
+        // scale 2p (2p + 1) in every int16: bytes 4p, 4p + 1 (4p + 2, 4p + 3) of each lane
+        const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(4 * p | (4 * p + 1) << 8)));
+        const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((4 * p + 2) | (4 * p + 3) << 8)));
+        P[p] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), s_lo),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi), s_hi));
+    }
+    _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
+}
+
+// The scales of one super-block of 8 Q4_K or Q5_K rows (the same header:
+// d, dmin, the 12 scale bytes): scw[s] lane r = row r's scale of sub-block s
+// and mnw[p] lane r = its mins of sub-blocks 2p, 2p + 1, as int16 pairs for
+// VPMADDWD; d and dmin as floats.
+typedef struct {
+    uint32_t scw[8][8], mnw[4][8];
+    __m256 d, dmin;
+} k_scales8;
+
+ALWAYS_INLINE void k_rows8_scales(const uint8_t *const rows[8], size_t off, k_scales8 *o) {
+    uint16_t d[8], dmin[8];
+    for (int r = 0; r < 8; r++) {
+        const block_q4_K *b = (const block_q4_K *)(rows[r] + off);
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        for (int s = 0; s < 8; s++) o->scw[s][r] = sc[s] * 0x10001u;
+        for (int p = 0; p < 4; p++) o->mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
+        d[r] = b->d, dmin[r] = b->dmin;
+    }
+    o->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    o->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+}
+
+// Q4_K for several tokens: lanes = 8 weight rows, each running dot_q4_K's
+// float chain (as q4k_rows_n does with 16). Integer sums: per sub-block, the
+// 8 VPMADDUBSW results add up in int16 (|sum| <= 8 * 2 * 15 * 127 < 2^15),
+// then VPMADDWD applies each row's scale. y[t * ldy + r] for rows r < nvalid
+// and NT tokens, in gemm (per 64 elements) or gemv (per super-block) order.
+ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
+                                  size_t xs, int gemm, float *y, size_t ldy, const int NT) {
+    __m256 s1[8], s2[8];
+    __m256i I[8], M[8];
+    for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm256_setzero_ps(), I[t] = M[t] = _mm256_setzero_si256();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q4_K);
+        k_scales8 ks;
+        k_rows8_scales(rows, off, &ks);
+        const __m256 dw = ks.d, dmw = ks.dmin;
+        const uint8_t *u = x + (size_t)k * K4_BYTES;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *p[8], *p2[8];
+            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q4_K, qs) + 32 * c, p2[r] = p[r] + 16;
+            __m256i raw[8];  // raw[v] lane r: dword v of row r's 32 qs bytes
+            transpose8x4(p, raw);
+            transpose8x4(p2, raw + 4);
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                __m256i nib[8];
+                for (int v = 0; v < 8; v++) nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
+                const __m256i sc = _mm256_loadu_si256((const __m256i *)ks.scw[s]);
+                for (int t = 0; t < NT; t++) {
+                    const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
+                    __m256i acc = _mm256_maddubs_epi16(nib[0], _mm256_set1_epi32((int)load_u32(a)));
+                    for (int v = 1; v < 8; v++)
+                        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
+                    I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(acc, sc));
+                }
+            }
+            const __m256i mn = _mm256_loadu_si256((const __m256i *)ks.mnw[c]);
+            for (int t = 0; t < NT; t++)
+                M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c))));
+            if (gemm || c == 3) {
+                for (int t = 0; t < NT; t++) {
+                    const __m256 dx = _mm256_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
+                    s1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[t]), _mm256_mul_ps(dw, dx), s1[t]);
+                    s2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(dmw, dx), s2[t]);
+                    I[t] = M[t] = _mm256_setzero_si256();
+                }
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        float o[8];
+        _mm256_storeu_ps(o, _mm256_sub_ps(s1[t], s2[t]));
+        memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
+    }
+}
+
+// Q5_K for several tokens: lanes = 8 weight rows, each running dot_q5_K's
+// float chains (as q5k_rows_n does with 16): acc[t][j] lane r follows row r's
+// lane j, S[t] its mins.
+ALWAYS_INLINE void q5k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
+                                  size_t xs, float *y, size_t ldy, const int NT) {
+    __m256 acc[8][8], S[8];
+    for (int t = 0; t < NT; t++) {
+        S[t] = _mm256_setzero_ps();
+        for (int j = 0; j < 8; j++) acc[t][j] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10);
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q5_K);
+        k_scales8 ks;
+        k_rows8_scales(rows, off, &ks);
+        const __m256 dw = ks.d, dmw = ks.dmin;
+        // W[s][j] lane r: the 5-bit weights 4j..4j+3 of sub-block s of row r
+        __m256i W[8][8], qh[8];
+        const uint8_t *p[8], *p2[8];
+        for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q5_K, qh), p2[r] = p[r] + 16;
+        transpose8x4(p, qh);
+        transpose8x4(p2, qh + 4);
+        for (int c = 0; c < 4; c++) {
+            __m256i raw[8];
+            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q5_K, qs) + 32 * c, p2[r] = p[r] + 16;
+            transpose8x4(p, raw);
+            transpose8x4(p2, raw + 4);
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                for (int j = 0; j < 8; j++) {  // bit s of each qh byte moved to bit 4
+                    const __m256i hb = s < 4 ? _mm256_slli_epi16(qh[j], 4 - s) : _mm256_srli_epi16(qh[j], s - 4);
+                    W[s][j] = _mm256_or_si256(_mm256_and_si256(h ? _mm256_srli_epi16(raw[j], 4) : raw[j], m4),
+                                              _mm256_and_si256(hb, bit4));
+                }
+            }
+        }
+        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
+        const int L0 = (int)(8 * k % 16);                      // its first lane
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = u + (size_t)t * xs;
+            const __m256 dx = _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L0));
+            const __m256 D = _mm256_mul_ps(dw, dx);
+            for (int j = 0; j < 8; j++) {
+                __m256i i = _mm256_setzero_si256();
+                for (int s = 0; s < 8; s++) {
+                    const __m256i xv = _mm256_set1_epi32((int)load_u32(a + 64 * j + 4 * (L0 + s)));
+                    i = _mm256_add_epi32(i, _mm256_madd_epi16(_mm256_maddubs_epi16(W[s][j], xv),
+                                                              _mm256_loadu_si256((const __m256i *)ks.scw[s])));
+                }
+                acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), D, acc[t][j]);
+            }
+            __m256i M = _mm256_setzero_si256();
+            for (int q = 0; q < 4; q++)
+                M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ks.mnw[q]),
+                                                          _mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * (L0 + 2 * q)))));
+            S[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmw, dx), S[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        const __m256 *v = acc[t];  // hsum_float_8's pairing: ((0+4) + (2+6)) + ((1+5) + (3+7))
+        const __m256 h = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                                       _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+        float o[8];
+        _mm256_storeu_ps(o, _mm256_sub_ps(h, S[t]));
+        memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
+    }
+}
+
+ALWAYS_INLINE void q5k_ints_avx2(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0,
+                                 int32_t isum[8]) {
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    // X[s]: the 32 activations of sub-block s in element order (dword v of
+    // lane L0 + s is at 64v + 4(L0 + s): an 8x8 dword transposition)
+    const uint8_t *p[8], *p2[8];
+    for (int v = 0; v < 8; v++) p[v] = u0 + 64 * v + 4 * L0, p2[v] = p[v] + 16;
+    __m256i X[8];
+    transpose8x4(p, X);       // X[j] lane v: dword v of lane L0 + j
+    transpose8x4(p2, X + 4);  // lanes L0 + 4 ..
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
+    __m256i acc = _mm256_setzero_si256();
+    for (int s = 0; s < 8; s++) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (s / 2)));
+        const __m256i lo = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, m4);
+        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), one);
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, X[s]), _mm256_set1_epi16(sc[s])));
+    }
+    _mm256_storeu_si256((__m256i *)isum, acc);
+}
+
+TILE_FN(tile_q8_0, unit_tile_avx2, Q_Q8_0)
+TILE_FN(tile_q4_0, unit_tile_avx2, Q_Q4_0)
+TILE_FN(tile_q5_0, unit_tile_avx2, Q_Q5_0)
+TILE_FN(tile_q4_1, unit_tile_avx2, Q_Q4_1)
+TILE_FN(tile_q5_1, unit_tile_avx2, Q_Q5_1)
+TILE_FN(tile_q6_K, q6k_tile_avx2, Q_Q6_K)
+TILE_FN(tile_f32, float_tile_avx2, Q_F32)
+TILE_FN(tile_f16, float_tile_avx2, Q_F16)
+TILE_FN(tile_bf16, float_tile_avx2, Q_BF16)
+
+const tile_fn q_tiles_avx2[Q_TYPE_COUNT] = {
+    [Q_Q8_0] = tile_q8_0,
+    [Q_Q4_0] = tile_q4_0,
+    [Q_Q5_0] = tile_q5_0,
+    [Q_Q4_1] = tile_q4_1,
+    [Q_Q5_1] = tile_q5_1,
+    [Q_Q6_K] = tile_q6_K,
+    [Q_F32] = tile_f32,
+    [Q_F16] = tile_f16,
+    [Q_BF16] = tile_bf16,
+};
+
+// Q4_K and Q5_K on AVX2: single tokens row by row (dot_q4_K, dot_q5_K),
+// groups of tokens 8 rows at a time; Q4_K's tokens [0, ngemm)
+// in the gemm order (as matmul_q4_K).
+void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int nv = nr - r0 < 8 ? nr - r0 : 8;
+        const uint8_t *rows[8];
+        for (int r = 0; r < 8; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        for (int t = 0; t < nt;) {
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;  // gemm: left is a multiple of 4
+#define K_ROWS8(NT)                                                               \
+    (type == Q_Q4_K ? q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, NT) \
+                    : q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, NT))
+            if (left >= 8) K_ROWS8(8), t += 8;
+            else if (left >= 4) K_ROWS8(4), t += 4;
+            else if (left >= 2) K_ROWS8(2), t += 2;
+            else {
+                for (int r = 0; r < nv; r++)
+                    yt[r] = type == Q_Q4_K ? dot_q4_K(rows[r], xt, n, 0, q4k_ints_avx2)
+                                           : dot_q5_K(rows[r], xt, n, q5k_ints_avx2);
+                t += 1;
+            }
+#undef K_ROWS8
+        }
+    }
+}
+
+#endif  // Q_AVX2

@@ -1,0 +1,664 @@
+// quant_avx512.c — the AVX-512 VNNI kernels (quant_impl.h; empty in builds
+// for other ISAs).
+//
+// Each quantized kernel works on "units" of 16 scale groups (16 blocks of 32,
+// 16 K sub-blocks of 32, or the 16 groups of a Q6_K super-block). A unit's
+// weights are unpacked once into registers in the same lane-transposed order
+// as the activation rows: vector v, lane L = weights 4v..4v+3 of group L.
+// Weights are VPDPBUSD's unsigned operand and activations its signed one (so
+// they load straight from memory); a run of VPDPBUSD leaves group L's integer
+// dot product in lane L, and one float multiply-add per token applies every
+// group's scales at once. An unpacked unit serves up to TILE_T tokens.
+#include "quant_impl.h"
+
+#if defined(Q_AVX512)
+
+static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+
+static inline __m512i iota16(void) { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+
+// One stage of an 8-vector transposition: exchanges bit `stage` of the
+// vector index (a holds 0, b holds 1) with bit `stage` of the lane index.
+ALWAYS_INLINE void swap_stage(__m512i *a, __m512i *b, int stage) {
+    static const int32_t idx[3][2][16] = {
+        {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+         {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}},
+        {{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+         {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}},
+        {{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+         {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
+    };
+    const __m512i lo = _mm512_permutex2var_epi32(*a, load512(idx[stage][0]), *b);
+    const __m512i hi = _mm512_permutex2var_epi32(*a, load512(idx[stage][1]), *b);
+    *a = lo;
+    *b = hi;
+}
+
+// Transposes the 8x8 dword blocks of 8 vectors, separately in each 256-bit
+// half h: afterwards q[v] lane 8h + m holds what q[m] lane 8h + v held.
+ALWAYS_INLINE void transpose8(__m512i q[8]) {
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 8; k++)
+            if (!(k & (1 << s))) swap_stage(&q[k], &q[k | 1 << s], s);
+}
+
+// --- units of 16 lanes × 32 weights: the 32-element types -----------------
+
+typedef struct {
+    __m512i q[8];  // q[v] lane L: weights 4v..4v+3 of lane L's group, unsigned
+    __m512 d;      // lane L: scale of the integer dot
+    __m512 m;      // lane L: factor of x's s (Q4_1/Q5_1: m)
+} unit_regs;
+
+// Q8_0: z[k] = [block k | block 8+k] (8 dwords each); the transposition puts
+// the block in the lane (lane 8j+k = block 8j+k) and the dword in the vector.
+ALWAYS_INLINE void q8_0_qs(const block_q8_0 *b, __m512i q[8]) {
+    for (int k = 0; k < 8; k++)
+        q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[k].qs)),
+                                  _mm256_loadu_si256((const __m256i *)b[k + 8].qs), 1);
+    transpose8(q);
+}
+
+// 4-bit types: z[k] = blocks k, 4+k, 8+k, 12+k (4 qs dwords each); two
+// stages give z[v] lane b = qs dword v of block b. Low nibbles are weights
+// 4v..4v+3, high nibbles weights 16+4v..16+4v+3.
+ALWAYS_INLINE void nibble_qs(const uint8_t *blocks, size_t bs, size_t qs_off, __m512i q[8]) {
+    __m512i z[4];
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *p = blocks + qs_off + (size_t)k * bs;
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 4 * bs)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 8 * bs)), 2);
+        z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 12 * bs)), 3);
+    }
+    swap_stage(&z[0], &z[1], 0);
+    swap_stage(&z[2], &z[3], 0);
+    swap_stage(&z[0], &z[2], 1);
+    swap_stage(&z[1], &z[3], 1);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int v = 0; v < 4; v++) {
+        q[v] = _mm512_and_si512(z[v], m4);
+        q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(z[v], 4), m4);
+    }
+}
+
+// Spreads bits 4v..4v+3 of each lane of `bits` to bit 4 of its 4 bytes.
+ALWAYS_INLINE __m512i spread_bits(__m512i bits, int v) {
+    const __m512i table = _mm512_setr_epi32(
+        0x00000000, 0x00000010, 0x00001000, 0x00001010, 0x00100000, 0x00100010, 0x00101000, 0x00101010,
+        0x10000000, 0x10000010, 0x10001000, 0x10001010, 0x10100000, 0x10100010, 0x10101000, 0x10101010);
+    // permutexvar reads only the low 4 bits of each index
+    return _mm512_permutexvar_epi32(_mm512_srlv_epi32(bits, _mm512_set1_epi32(4 * v)), table);
+}
+
+// Q5_0/Q5_1: lane b's qh (bit e = weight e's 5th bit) from a gather.
+ALWAYS_INLINE void add_high_bits(const uint8_t *blocks, size_t bs, size_t qh_off, __m512i q[8]) {
+    const __m512i qh = _mm512_i32gather_epi32(_mm512_mullo_epi32(iota16(), _mm512_set1_epi32((int)bs)),
+                                              blocks + qh_off, 1);
+    for (int v = 0; v < 8; v++) q[v] = _mm512_or_si512(q[v], spread_bits(qh, v));
+}
+
+// d (and m) of 16 blocks: the dword at each block's start holds d | m << 16.
+ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, unit_regs *r) {
+    const __m512i dm = _mm512_i32gather_epi32(_mm512_mullo_epi32(iota16(), _mm512_set1_epi32((int)bs)), blocks, 1);
+    r->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+    r->m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+}
+
+// Unpacks one full unit (16 blocks) of `type` into r.
+ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *r) {
+    const size_t bs = block32_bytes(type);
+    if (type == Q_Q8_0) q8_0_qs((const block_q8_0 *)blocks, r->q);
+    else nibble_qs(blocks, bs, type == Q_Q4_0 ? 2 : type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : 8, r->q);
+    if (type == Q_Q5_0 || type == Q_Q5_1) add_high_bits(blocks, bs, type == Q_Q5_0 ? 2 : 4, r->q);
+    block_scales(blocks, bs, r);
+    // signed weights w enter as w + 128: Q8_0 flips the sign bit, Q4_0 adds
+    // 128 - 8, Q5_0 adds 128 - 16; the activation's c removes 128 * Σx
+    const int add = type == Q_Q8_0 ? 128 : type == Q_Q4_0 ? 120 : type == Q_Q5_0 ? 112 : 0;
+    for (int v = 0; add && v < 8; v++) r->q[v] = _mm512_add_epi8(r->q[v], _mm512_set1_epi8((char)add));
+}
+
+// One unit of one token: acc += d_w * d_x * Σ q*x per lane (+ c for the
+// +128 offset), and for Q8_1-style units acc += m * s.
+ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *a, __m512 *acc) {
+    const int has_c = type == Q_Q8_0 || type == Q_Q4_0 || type == Q_Q5_0;
+    __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+    for (int v = 0; v < 8; v += 2) {
+        i0 = _mm512_dpbusd_epi32(i0, r->q[v], load512(a + 64 * v));
+        i1 = _mm512_dpbusd_epi32(i1, r->q[v + 1], load512(a + 64 * v + 64));
+    }
+    i0 = _mm512_add_epi32(i0, i1);
+    if (has_c) i0 = _mm512_add_epi32(i0, load512(a + UNIT_W));  // (added last: see q6k_token)
+    const __m512 dd = _mm512_mul_ps(r->d, _mm512_loadu_ps(a + UNIT_D));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, *acc);
+    if (!has_c) *acc = _mm512_fmadd_ps(r->m, _mm512_loadu_ps(a + UNIT_W), *acc);
+}
+
+ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                               const uint8_t *x, size_t xs, float *out, const int NT) {
+    const size_t bs = block32_bytes(type);
+    const int64_t per = 16;  // blocks per unit
+    const int64_t nb = n / 32;
+    __m512 acc[TILE_T];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *blocks = w + (size_t)(u * per) * bs;
+        uint8_t pad[16 * sizeof(block_q8_0)];  // a last, partial unit, padded with zero blocks
+        if (nb - per * u < per) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, blocks, (size_t)(nb - per * u) * bs);
+            blocks = pad;
+        }
+        unit_regs r;
+        unit_unpack(type, blocks, &r);
+        const uint8_t *a = x + (size_t)u * UNIT_BYTES;
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++) unit_token(type, &r, a + (size_t)t * xs, &acc[t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+
+// --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
+
+typedef struct {
+    __m512i q[4];  // q[v] lane g: the 6-bit weights 16g+4v..16g+4v+3 (0..63)
+    __m512 a;      // lane g: d * scale of group g
+} q6k_regs;
+
+// Lane g = group g of half g/8, quarter k = (g%8)/2: its low 4 bits are
+// nibble k/2 of ql dword 16(g/8) + 8(k%2) + 4(g%2) + v, its top 2 bits are
+// bits 2k, 2k+1 of qh dword 8(g/8) + 4(g%2) + v (rotated to bits 4, 5).
+ALWAYS_INLINE void q6k_unpack(const block_q6_K *b, q6k_regs *r) {
+    const __m512i l0 = load512(b->ql), l1 = load512(b->ql + 64), qh = load512(b->qh);
+    const __m512i lidx = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 16, 20, 24, 28, 16, 20, 24, 28);
+    const __m512i lsh = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i hidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
+    const __m512i rot = _mm512_setr_epi32(4, 4, 2, 2, 0, 0, 30, 30, 4, 4, 2, 2, 0, 0, 30, 30);
+    for (int v = 0; v < 4; v++) {
+        const __m512i vv = _mm512_set1_epi32(v);
+        const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, _mm512_add_epi32(lidx, vv), l1), lsh);
+        const __m512i hv = _mm512_permutexvar_epi32(_mm512_add_epi32(hidx, vv), qh);
+        const __m512i hb = _mm512_and_si512(_mm512_rolv_epi32(hv, rot), _mm512_set1_epi8(0x30));
+        r->q[v] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(15), 0xEC);  // (lo & 15) | hb
+    }
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales)));
+    r->a = _mm512_mul_ps(sc, _mm512_set1_ps(half_f32(b->d)));
+}
+
+// One super-block of one token (q: its activation record: 256 q, 16
+// corrections c = -32 Σx, d_x): acc += d_x * Σ_g a_g * (c_g + Σ q*x).
+ALWAYS_INLINE void q6k_token(const q6k_regs *r, const uint8_t *q, __m512 *acc) {
+    // (c is added last: GCC 12 bounces a loaded accumulator through the stack)
+    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
+    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[1], load512(q + 64));
+    i0 = _mm512_dpbusd_epi32(i0, r->q[2], load512(q + 128));
+    i1 = _mm512_dpbusd_epi32(i1, r->q[3], load512(q + 192));
+    const __m512i i = _mm512_add_epi32(_mm512_add_epi32(i0, i1), load512(q + K16_C));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, _mm512_set1_ps(load_f32(q + K16_D))), *acc);
+}
+
+ALWAYS_INLINE void q6k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                              const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)type, (void)n;
+    __m512 acc[TILE_T];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        q6k_regs r;
+        q6k_unpack((const block_q6_K *)w + u, &r);
+        const uint8_t *q = x + (size_t)u * K16_BYTES;
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++) q6k_token(&r, q + t * xs, &acc[t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+
+// --- Q4_K: lanes = 16 weight rows (llama.cpp's repacked float order) --------
+//
+// llama.cpp runs Q4_K through its repacked q4_K_8x8 kernels, whose float
+// accumulators advance once per super-block (gemv) or per 64 elements
+// (gemm) in a fixed serial order, so here each lane is one weight row and
+// runs that same chain; integer sums are exact in any order. Activations
+// are broadcast: dword v of sub-block s of super-block k is at record k,
+// byte k4_sub_off(s) + 4v (layout at K4_BYTES).
+
+#define Q4K_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
+
+// Bytes ahead of the current block that q4k_rows_n and q4k_decode8 prefetch
+// in each row: 8 or 16 streams at DRAM latency need more requests in flight
+// than the hardware prefetcher issues (a 2-thread matvec went from ~50 to
+// ~62 GB/s; q4k_rows_n on weights from DRAM got about 25% faster).
+#define Q4K_PREFETCH (2 * sizeof(block_q4_K))
+
+// z[v] lane r = dword v of the 16 bytes at rows[r] + off (v < 4).
+ALWAYS_INLINE void rows_load16(const uint8_t *const rows[16], size_t off, __m512i z[4]) {
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[k] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[4 + k] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[8 + k] + off)), 2);
+        z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rows[12 + k] + off)), 3);
+    }
+    swap_stage(&z[0], &z[1], 0);
+    swap_stage(&z[2], &z[3], 0);
+    swap_stage(&z[0], &z[2], 1);
+    swap_stage(&z[1], &z[3], 1);
+}
+
+// q[v] lane r = dword v of the 32 bytes at rows[r] + off (v < 8).
+ALWAYS_INLINE void rows_load32(const uint8_t *const rows[16], size_t off, __m512i q[8]) {
+    for (int k = 0; k < 8; k++)
+        q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rows[k] + off))),
+                                  _mm256_loadu_si256((const __m256i *)(rows[k + 8] + off)), 1);
+    transpose8(q);
+}
+
+// Per-row scales of super-block k, lanes = rows: sc[s] (int), mnp[p] = the
+// int16 pair (mn[2p], mn[2p+1]), d and dmin as float.
+ALWAYS_INLINE void q4k_rows_scales(const uint8_t *const rows[16], size_t off, __m512i sc[8], __m512i mnp[4],
+                                   __m512 *d, __m512 *dmin) {
+    __m512i h[4];  // dwords: d | dmin << 16, then the 12 scale bytes
+    rows_load16(rows, off, h);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    const __m512i m6 = _mm512_set1_epi8(0x3f), m4 = _mm512_set1_epi8(15), hi2 = _mm512_set1_epi8(0x30);
+    const __m512i w[4] = {   // as k4_scale_words
+        _mm512_and_si512(h[1], m6),
+        _mm512_or_si512(_mm512_and_si512(h[3], m4), _mm512_and_si512(_mm512_srli_epi32(h[1], 2), hi2)),
+        _mm512_and_si512(h[2], m6),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4), _mm512_and_si512(_mm512_srli_epi32(h[2], 2), hi2)),
+    };
+    const __m512i lo8 = _mm512_set1_epi32(0xff), byte2 = _mm512_set1_epi32(0xff0000);
+    for (int s = 0; s < 8; s++) sc[s] = _mm512_and_si512(_mm512_srli_epi32(w[s / 4], 8 * (s % 4)), lo8);
+    for (int p = 0; p < 4; p++) {  // bytes (b0, b1) of the word -> b0 | b1 << 16
+        const __m512i x = _mm512_srli_epi32(w[2 + p / 2], 16 * (p % 2));
+        mnp[p] = _mm512_or_si512(_mm512_and_si512(x, lo8), _mm512_and_si512(_mm512_slli_epi32(x, 8), byte2));
+    }
+}
+
+ALWAYS_INLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)load_u32(p)); }
+
+// y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
+ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x, size_t xs,
+                              int gemm, float *y, size_t ldy, const int NT) {
+    __m512 s1[Q4K_TILE_T], s2[Q4K_TILE_T];
+    __m512i I[Q4K_TILE_T], M[Q4K_TILE_T];
+    for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm512_setzero_ps(), I[t] = M[t] = _mm512_setzero_si512();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q4_K);
+        __m512i sc[8], mnp[4];
+        __m512 dw, dmw;
+        q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
+        for (int r = 0; r < 16; r++)  // the 3 cache lines a block ahead may touch
+            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
+        const uint8_t *u = x + (size_t)k * K4_BYTES;  // this super-block's activation record
+        for (int c = 0; c < 4; c++) {
+            __m512i raw[8], nib[8];
+            rows_load32(rows, off + offsetof(block_q4_K, qs) + 32 * (size_t)c, raw);
+            for (int h = 0; h < 2; h++) {
+                const size_t sub = k4_sub_off(2 * c + h);
+                for (int v = 0; v < 8; v++) nib[v] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[v], 4) : raw[v], m4);
+                for (int t = 0; t < NT; t++) {
+                    const uint8_t *a = u + (size_t)t * xs + sub;  // dword v: elements 4v..4v+3
+                    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], bcast32(a));
+                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], bcast32(a + 4));
+                    for (int v = 2; v < 8; v += 2) {
+                        i0 = _mm512_dpbusd_epi32(i0, nib[v], bcast32(a + 4 * v));
+                        i1 = _mm512_dpbusd_epi32(i1, nib[v + 1], bcast32(a + 4 * v + 4));
+                    }
+                    // |i0|, |i1| <= 16 * 15 * 127 fit int16, so VPDPWSSD against
+                    // sc (high half 0) multiplies them exactly
+                    I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], i0, sc[2 * c + h]), i1, sc[2 * c + h]);
+                }
+            }
+            for (int t = 0; t < NT; t++)
+                M[t] = _mm512_dpwssd_epi32(M[t], mnp[c], bcast32(u + (size_t)t * xs + K4_PAIRS + 4 * c));
+            if (gemm || c == 3) {
+                for (int t = 0; t < NT; t++) {
+                    const __m512 dx = _mm512_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
+                    s1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), _mm512_mul_ps(dw, dx), s1[t]);
+                    s2[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmw, dx), s2[t]);
+                    I[t] = M[t] = _mm512_setzero_si512();
+                }
+            }
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(s1[t], s2[t]));
+}
+
+// --- Q4_K decode: one token, 8 rows streamed side by side ------------------
+//
+// One token (decode, and llama.cpp's gemv leftovers of a batch) runs the
+// same per-row float chain as q4k_rows_n with NT = 1: per super-block, exact
+// integers I and M, then s1 = fma(I, fp16(d) * d_x, s1) and s2 = fma(M,
+// fp16(dmin) * d_x, s2). Only the integer work is arranged differently: each
+// row's qs load straight from memory (64 bytes a vector, no transposition),
+// paired with the activation record's vectors (see K4_BYTES), and the
+// 8 rows' integer vectors are summed by one transposing reduction.
+
+// Per 4 rows (128-bit lane r = row r's 16 header bytes: d | dmin << 16, the
+// 12 scale bytes), the unpacked 6-bit values: lane r bytes 0..7 = sc[0..7],
+// bytes 8..15 = mn[0..7] (k4_scale_words, lane by lane).
+ALWAYS_INLINE __m512i q4k_scales4(__m512i z) {
+    const __m512i p = _mm512_srlv_epi32(_mm512_shuffle_epi32(z, _MM_SHUFFLE(3, 2, 3, 1)),   // s0 s2 s1 s2>>4
+                                        _mm512_set4_epi32(4, 0, 0, 0));
+    const __m512i q = _mm512_srlv_epi32(_mm512_shuffle_epi32(z, _MM_SHUFFLE(2, 2, 1, 1)),   // s0 s0>>2 s1 s1>>2
+                                        _mm512_set4_epi32(2, 0, 2, 0));
+    const __m512i lo = _mm512_and_si512(p, _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    return _mm512_ternarylogic_epi32(lo, q, _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0), 0xF8);  // lo | (q & m)
+}
+
+// 128-bit lane i of v in all four lanes (the switch keeps the shuffle's
+// immediate a constant also where the caller's loop is not unrolled).
+ALWAYS_INLINE __m512i lane128_bcast(__m512i v, int i) {
+    switch (i) {
+    case 0: return _mm512_shuffle_i32x4(v, v, 0x00);
+    case 1: return _mm512_shuffle_i32x4(v, v, 0x55);
+    case 2: return _mm512_shuffle_i32x4(v, v, 0xaa);
+    default: return _mm512_shuffle_i32x4(v, v, 0xff);
+    }
+}
+
+// The header vector of 4 rows (128-bit lane r = rows[r]'s first 16 bytes at off).
+ALWAYS_INLINE __m512i q4k_headers4(const uint8_t *const rows[4], size_t off) {
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[0] + off)));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[1] + off)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[2] + off)), 2);
+    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(rows[3] + off)), 3);
+}
+
+#define B2(s) s, -128  // a pshufb word: byte s of the lane, then a zero byte
+#define B8(a, b) B2(a), B2(a), B2(a), B2(a), B2(b), B2(b), B2(b), B2(b)
+#define Z16 -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128
+// pshufb controls on a row's 16 scale bytes (q4k_scales4's lane, in all four
+// lanes): the int16 scales of packs(P0, P1) and packs(P2, P3) (q4k_decode8),
+// and the (mn[2p], mn[2p + 1]) pairs in dwords 8..11, facing K4_PAIRS.
+static const int8_t Q4K_SC01[64] = {B8(0, 1), B8(0, 1), B8(2, 3), B8(2, 3)};
+static const int8_t Q4K_SC23[64] = {B8(4, 5), B8(4, 5), B8(6, 7), B8(6, 7)};
+static const int8_t Q4K_MN[64] = {Z16, Z16, B2(8), B2(9), B2(10), B2(11), B2(12), B2(13), B2(14), B2(15), Z16};
+#undef B2
+#undef B8
+#undef Z16
+
+// One row's integers of one super-block: lanes 0..7 of the result sum to I,
+// lanes 8..15 to M. q: the row's qs; sc: the row's scale bytes in every
+// 128-bit lane; X: the activation record's 4 q vectors; pairs: its words.
+ALWAYS_INLINE __m512i q4k_decode_row(const uint8_t *q, __m512i sc, const __m512i X[4], __m512i pairs) {
+    const __m512i m4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512();
+    const __m512i w0 = load512(q), w1 = load512(q + 64);
+    // P0..P3 dword lanes 0..7 / 8..15: Σ q*x over 4 elements of sub-blocks
+    // (0 | 2), (1 | 3), (4 | 6), (5 | 7); |P| <= 4 * 15 * 128 packs into int16
+    const __m512i P0 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(w0, m4), X[0]);
+    const __m512i P1 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4), X[1]);
+    const __m512i P2 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(w1, m4), X[2]);
+    const __m512i P3 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4), X[3]);
+    __m512i I = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(P0, P1), _mm512_shuffle_epi8(sc, load512(Q4K_SC01)));
+    I = _mm512_dpwssd_epi32(I, _mm512_packs_epi32(P2, P3), _mm512_shuffle_epi8(sc, load512(Q4K_SC23)));
+    // fold I's 16 lanes into 8, then M's 4 products into lanes 8..11
+    const __m512i F = _mm512_maskz_add_epi32(0x00ff, I, _mm512_shuffle_i64x2(I, I, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm512_dpwssd_epi32(F, _mm512_shuffle_epi8(sc, load512(Q4K_MN)), pairs);
+}
+
+// Sums of 8 vectors' 128-bit lanes: V[r] lanes 0,1 (I) and 2,3 (M) of row r
+// end up in lane r % 4 of 128-bit lane 2 * (r / 4) (I) and 2 * (r / 4) + 1 (M).
+ALWAYS_INLINE __m512i q4k_reduce8(const __m512i V[8]) {
+    __m512i S[4], Q[2];
+    for (int i = 0; i < 4; i++)  // [a0+a2, b0+b2, a1+a3, b1+b3] per 128-bit lane
+        S[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(V[2 * i], V[2 * i + 1]),
+                                _mm512_unpackhi_epi32(V[2 * i], V[2 * i + 1]));
+    for (int i = 0; i < 2; i++)  // lane r of each 128-bit lane: row 4i + r's sum over it
+        Q[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(S[2 * i], S[2 * i + 1]),
+                                _mm512_unpackhi_epi64(S[2 * i], S[2 * i + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x.
+static void q4k_decode8(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x, float *y) {
+    // halves of the two header vectors: d of rows 0-3, dmin of rows 0-3, d of 4-7, dmin of 4-7
+    const __m512i dsel = _mm512_setr_epi32(0 | 8 << 16, 16 | 24 << 16, 1 | 9 << 16, 17 | 25 << 16,
+                                           32 | 40 << 16, 48 | 56 << 16, 33 | 41 << 16, 49 | 57 << 16,
+                                           0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc = _mm512_setzero_ps();  // lanes as q4k_reduce8: s1 and s2 of each row
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q4_K);
+        const uint8_t *rec = x + (size_t)k * K4_BYTES;
+        const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
+        const __m512i pairs = load512(rec + K4_W);
+        const __m512i ha = q4k_headers4(rows, off), hb = q4k_headers4(rows + 4, off);
+        const __m512i sa = q4k_scales4(ha), sb = q4k_scales4(hb);
+        __m512i V[8];
+        for (int r = 0; r < 8; r++)  // the 3 cache lines a block ahead may touch (past the end: harmless)
+            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
+        for (int r = 0; r < 8; r++) {
+            const __m512i s4 = r < 4 ? sa : sb;
+            const __m512i sc = lane128_bcast(s4, r % 4);  // row r's scale bytes, 4 times
+            V[r] = q4k_decode_row(rows[r] + off + offsetof(block_q4_K, qs), sc, X, pairs);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(ha, dsel, hb)));
+        const __m512 D = _mm512_mul_ps(dw, _mm512_set1_ps(load_f32(rec + K4_W)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4k_reduce8(V)), D, acc);
+    }
+    const __m512 res = _mm512_sub_ps(acc, _mm512_shuffle_f32x4(acc, acc, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m512 out = _mm512_maskz_compress_ps(0x0f0f, res);  // lanes 0-3, 8-11: s1 - s2 of rows 0-7
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
+}
+
+// Tokens [0, ngemm) run llama.cpp's gemm (ngemm a multiple of 4), the rest
+// its gemv: each of those exactly as one token alone, whether q4k_decode8
+// computes it or q4k_rows_n (same float chain, cheaper for several tokens).
+static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                        int ngemm, float *y, size_t ldy) {
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const int nv = nr - r0 < 16 ? nr - r0 : 16;
+        const uint8_t *rows[16];
+        for (int r = 0; r < 16; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        for (int t = 0; t < nt;) {
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
+            if (left >= 8) {
+                q4k_rows_n(rows, nv, n, xt, xs, gemm, yt, ldy, 8);
+                t += 8;
+            } else if (left >= 4) {
+                q4k_rows_n(rows, nv, n, xt, xs, gemm, yt, ldy, 4);
+                t += 4;
+            } else if (left >= 2) {
+                q4k_rows_n(rows, nv, n, xt, xs, 0, yt, ldy, 2);
+                t += 2;
+            } else {  // one token: the decode kernel, 8 rows at a time
+                for (int r = 0; r < nv; r += 8)
+                    q4k_decode8(rows + r, nv - r < 8 ? nv - r : 8, n, xt, yt + r);
+                t += 1;
+            }
+        }
+    }
+}
+
+// --- Q5_K: lanes = 16 weight rows (llama.cpp's vec_dot float order) ------
+//
+// llama.cpp's x86 Q5_K kernel (ggml_vec_dot_q5_K_q8_K, AVX2 code: there is
+// no AVX-512 one) keeps 8 float lanes per row, lane j gathering elements
+// 32s + 4j .. 32s + 4j + 3 of every sub-block s, and one fma per lane and
+// super-block; the mins go to a scalar chain. Here, as for Q4_K, a vector
+// lane is a weight row, and each of ggml's 8 lanes is its own vector:
+// acc[j] lane r follows row r's lane j (dot_q5_K states the math).
+
+#define Q5K_TILE_T 16  // tokens per pass over a group of 16 rows (at most)
+
+// The 5-bit weights of one super-block of 16 rows at byte off: W[s][j]
+// lane r = weights 4j..4j+3 of sub-block s of row r. Bit s of qh byte e is
+// the 5th bit of element e of sub-block s; a shift by 4 - s moves it to bit 4.
+ALWAYS_INLINE void q5k_rows_weights(const uint8_t *const rows[16], size_t off, __m512i W[8][8]) {
+    __m512i qh[8], raw[8];
+    rows_load32(rows, off + offsetof(block_q5_K, qh), qh);
+    const __m512i m4 = _mm512_set1_epi8(15), bit4 = _mm512_set1_epi8(0x10);
+    for (int c = 0; c < 4; c++) {
+        rows_load32(rows, off + offsetof(block_q5_K, qs) + 32 * (size_t)c, raw);
+        for (int h = 0; h < 2; h++) {
+            const int s = 2 * c + h;
+            for (int j = 0; j < 8; j++) {
+                const __m512i lo = _mm512_and_si512(h ? _mm512_srli_epi16(raw[j], 4) : raw[j], m4);
+                const __m512i hb = s < 4 ? _mm512_slli_epi32(qh[j], 4 - s) : _mm512_srli_epi32(qh[j], s - 4);
+                W[s][j] = _mm512_ternarylogic_epi32(lo, hb, bit4, 0xF8);  // lo | (hb & bit4)
+            }
+        }
+    }
+}
+
+// y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
+ALWAYS_INLINE void q5k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x, size_t xs,
+                              float *y, size_t ldy, const int NT) {
+    __m512 acc[Q5K_TILE_T][8], S[Q5K_TILE_T];
+    for (int t = 0; t < NT; t++) {
+        S[t] = _mm512_setzero_ps();
+        for (int j = 0; j < 8; j++) acc[t][j] = _mm512_setzero_ps();
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t k = 0; k < n / 256; k++) {
+        const size_t off = (size_t)k * sizeof(block_q5_K);
+        __m512i sc[8], mnp[4], W[8][8];
+        __m512 dw, dmw;
+        q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);  // d, dmin, scales: as in Q4_K
+        q5k_rows_weights(rows, off, W);
+        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
+        const int L0 = (int)(8 * k % 16);                      // its first lane
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = u + (size_t)t * xs;
+            const __m512 dx = _mm512_set1_ps(load_f32(a + UNIT_D + 4 * L0));
+            const __m512 D = _mm512_mul_ps(dw, dx);
+            for (int j = 0; j < 8; j++) {
+                // Σ q*x over 4 elements is at most 4 * 31 * 127 in magnitude: it
+                // fits int16, so VPDPWSSD against sc (high half 0) scales it exactly
+                __m512i i0 = zero, i1 = zero;
+                for (int s = 0; s < 8; s += 2) {
+                    const uint8_t *p = a + 64 * j + 4 * (L0 + s);
+                    i0 = _mm512_dpwssd_epi32(i0, _mm512_dpbusd_epi32(zero, W[s][j], bcast32(p)), sc[s]);
+                    i1 = _mm512_dpwssd_epi32(i1, _mm512_dpbusd_epi32(zero, W[s + 1][j], bcast32(p + 4)), sc[s + 1]);
+                }
+                acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), D, acc[t][j]);
+            }
+            __m512i M = zero;
+            for (int p = 0; p < 4; p++) M = _mm512_dpwssd_epi32(M, mnp[p], bcast32(a + UNIT_W + 4 * (L0 + 2 * p)));
+            S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmw, dx), S[t]);
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
+    for (int t = 0; t < NT; t++) {
+        const __m512 *v = acc[t];  // hsum_float_8's pairing: ((0+4) + (2+6)) + ((1+5) + (3+7))
+        const __m512 h = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
+                                       _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
+        _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(h, S[t]));
+    }
+}
+
+static void matmul_q5_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                        float *y, size_t ldy) {
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const int nv = nr - r0 < 16 ? nr - r0 : 16;
+        const uint8_t *rows[16];
+        for (int r = 0; r < 16; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        int tn;
+        for (int t = 0; t < nt; t += tn) {
+            for (tn = Q5K_TILE_T; tn > nt - t;) tn /= 2;
+            float *yt = y + (size_t)t * ldy + r0;
+            const uint8_t *xt = x + (size_t)t * xs;
+            switch (tn) {
+            case 16: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 16); break;
+            case 8: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 8); break;
+            case 4: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 4); break;
+            case 2: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 2); break;
+            default: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 1); break;
+            }
+        }
+    }
+}
+
+// --- float types (unit = 16 elements; 32 for BF16) -------------------------
+
+ALWAYS_INLINE void f_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                            const uint8_t *x, size_t xs, float *out, const int NT) {
+    __m512 acc[TILE_T];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t i = 16 * u;
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 wv = type == Q_F32 ? _mm512_maskz_loadu_ps(k, w + 4 * i)
+                                        : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, w + 2 * i));
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(k, x + (size_t)t * xs + 4 * i), acc[t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// bf16 pairs: VDPBF16PS where available, else widened to f32 and added in its
+// order, the odd element's product first (the products are exact; VDPBF16PS
+// also flushes subnormals, the one difference).
+ALWAYS_INLINE __m512 bf16_fma(__m512 acc, __m512i xv, __m512i wv) {
+#if defined(__AVX512BF16__)
+    return _mm512_dpbf16_ps(acc, (__m512bh)xv, (__m512bh)wv);
+#else
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xv, hi)),
+                          _mm512_castsi512_ps(_mm512_and_si512(wv, hi)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(xv, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), acc);
+#endif
+}
+
+ALWAYS_INLINE void bf16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                               const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)type;
+    __m512 acc[TILE_T];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t i = 32 * u;
+        const __mmask32 k = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+        const __m512i wv = _mm512_maskz_loadu_epi16(k, w + 2 * i);
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++)
+            acc[t] = bf16_fma(acc[t], _mm512_maskz_loadu_epi16(k, x + (size_t)t * xs + 2 * i), wv);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+TILE_FN(tile_q8_0, unit_tile_n, Q_Q8_0)
+TILE_FN(tile_q4_0, unit_tile_n, Q_Q4_0)
+TILE_FN(tile_q5_0, unit_tile_n, Q_Q5_0)
+TILE_FN(tile_q4_1, unit_tile_n, Q_Q4_1)
+TILE_FN(tile_q5_1, unit_tile_n, Q_Q5_1)
+TILE_FN(tile_q6_K, q6k_tile_n, Q_Q6_K)
+TILE_FN(tile_f32, f_tile_n, Q_F32)
+TILE_FN(tile_f16, f_tile_n, Q_F16)
+TILE_FN(tile_bf16, bf16_tile_n, Q_BF16)
+
+const tile_fn q_tiles_avx512[Q_TYPE_COUNT] = {
+    [Q_Q8_0] = tile_q8_0,
+    [Q_Q4_0] = tile_q4_0,
+    [Q_Q5_0] = tile_q5_0,
+    [Q_Q4_1] = tile_q4_1,
+    [Q_Q5_1] = tile_q5_1,
+    [Q_Q6_K] = tile_q6_K,
+    [Q_F32] = tile_f32,
+    [Q_F16] = tile_f16,
+    [Q_BF16] = tile_bf16,
+};
+
+void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                       size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    if (type == Q_Q4_K) matmul_q4_K(n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
+    else matmul_q5_K(n, w, ws, nr, x, xs, nt, y, ldy);
+}
+
+#endif  // Q_AVX512

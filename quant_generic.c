@@ -1,0 +1,168 @@
+// quant_generic.c — the portable C kernels (builds without AVX2 or AVX-512:
+// quant_impl.h). They state one lane at a time the float operations the SIMD
+// kernels reorganize, and compute the same bits.
+#include "quant_impl.h"
+
+#if !defined(Q_AVX512) && !defined(Q_AVX2)
+
+// Σ q[j] * x[j] over lane L of a unit (q: 32 weight values).
+static int lane_dot(const int q[32], const uint8_t *unit, int L) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += q[j] * (int8_t)unit[lane_pos(L, j)];
+    return s;
+}
+
+// Lane j's integer sum of one Q5_K super-block (see dot_q5_K): isum[j] =
+// Σ_s sc[s] * Σ q*x over elements 32s + 4j .. 32s + 4j + 3; the activations
+// are lanes L0.. of unit u0.
+static void q5k_ints_c(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0, int32_t isum[8]) {
+    for (int j = 0; j < 8; j++) {
+        isum[j] = 0;
+        for (int s = 0; s < 8; s++) {
+            int32_t p = 0;
+            for (int i = 0; i < 4; i++) p += q5k_value(b, 32 * s + 4 * j + i) * (int8_t)u0[lane_pos(L0 + s, 4 * j + i)];
+            isum[j] += sc[s] * p;
+        }
+    }
+}
+
+// Pair p's parts of I and M for one Q4_K super-block (see q4k_chain):
+// sub-blocks 2p and 2p + 1, rec its activation record (Σx from its bsums pairs).
+static void q4k_ints_c(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
+    uint8_t sc[8], mn[8];
+    k4_scales(b->scales, sc, mn);
+    for (int p = 0; p < 4; p++) {
+        I[p] = 0;
+        for (int s = 2 * p; s < 2 * p + 2; s++) {
+            int32_t dot = 0;
+            for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
+            I[p] += sc[s] * dot;
+        }
+        const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
+        M[p] = mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+    }
+}
+
+// 32-element types: lane L of unit u is block 16u + L (blocks past the row's
+// end count as zero blocks): acc += fp16(d_w) * d_x * Σ w*x, with w = q - 8,
+// q - 16 or q; then for Q4_1/Q5_1 acc += fp16(m_w) * s_x.
+static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                     int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
+    const size_t bs = block32_bytes(type);
+    const int64_t nb = n / 32;
+    const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
+    const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
+    float acc[TILE_T][16] = {{0}};
+    for (int64_t u = u0; u < u1; u++) {
+        int q[16][32] = {{0}};
+        float d[16] = {0}, m[16] = {0};
+        for (int L = 0; L < 16 && 16 * u + L < nb; L++) {
+            const uint8_t *blk = w + (size_t)(16 * u + L) * bs;
+            block32_values(type, blk, q[L]);
+            for (int j = 0; j < 32; j++) q[L][j] -= off;
+            d[L] = half_f32(load_u32(blk) & 0xffff);
+            m[L] = q81 ? half_f32(load_u32(blk) >> 16) : 0.0f;
+        }
+        for (int t = 0; t < tn; t++) {
+            const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
+            for (int L = 0; L < 16; L++) {
+                acc[t][L] = fmaf((float)lane_dot(q[L], a, L), d[L] * load_f32(a + UNIT_D + 4 * L), acc[t][L]);
+                if (q81) acc[t][L] = fmaf(m[L], load_f32(a + UNIT_W + 4 * L), acc[t][L]);
+            }
+        }
+    }
+    for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
+}
+
+// Q6_K: unit = super-block, lane g = group of 16: acc += (sc_g * fp16(d)) *
+// d_x * (Σ q*x + c_g), q unsigned (0..63), c_g = -32 Σx stored with x.
+static void q6k_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                 int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
+    (void)type, (void)n;
+    float acc[TILE_T][16] = {{0}};
+    for (int64_t u = u0; u < u1; u++) {
+        const block_q6_K *b = (const block_q6_K *)w + u;
+        int q[256];
+        float a[16];
+        for (int e = 0; e < 256; e++) q[e] = q6k_value(b, e);
+        for (int g = 0; g < 16; g++) a[g] = (float)b->scales[g] * half_f32(b->d);
+        for (int t = 0; t < tn; t++) {
+            const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+            const float dx = load_f32(r + K16_D);
+            for (int g = 0; g < 16; g++) {
+                int32_t i = (int32_t)load_u32(r + K16_C + 4 * g);
+                for (int p = 0; p < 16; p++) i += q[16 * g + p] * (int8_t)r[lane_pos(g, p)];
+                acc[t][g] = fmaf((float)i, a[g] * dx, acc[t][g]);
+            }
+        }
+    }
+    for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
+}
+
+// Weight element i of a float row, 0 past its end.
+static inline float float_weight(uint32_t type, const uint8_t *w, int64_t n, int64_t i) {
+    if (i >= n) return 0.0f;
+    if (type == Q_F32) return load_f32(w + 4 * i);
+    const uint16_t h = (uint16_t)(w[2 * i] | w[2 * i + 1] << 8);
+    return type == Q_F16 ? half_f32(h) : bf16_to_f32(h);
+}
+
+// F32/F16 (x: f32 values, fp16-rounded for F16): lane L = element 16u + L,
+// acc += w * x. BF16 (x: bf16): lane L = elements 32u + 2L + 1 and 32u + 2L,
+// in that order, as VDPBF16PS adds them.
+static void float_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
+                                                   int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
+    for (int t = 0; t < tn; t++) {
+        const uint8_t *xt = x + (size_t)t * xs;
+        float acc[16] = {0};
+        for (int64_t u = u0; u < u1; u++) {
+            for (int L = 0; L < 16; L++) {
+                if (type != Q_BF16) {
+                    const int64_t i = 16 * u + L;
+                    acc[L] = fmaf(float_weight(type, w, n, i), i < n ? load_f32(xt + 4 * i) : 0.0f, acc[L]);
+                    continue;
+                }
+                for (int64_t i = 32 * u + 2 * L + 1; i >= 32 * u + 2 * L; i--) {
+                    const float xv = i < n ? bf16_to_f32((uint16_t)(xt[2 * i] | xt[2 * i + 1] << 8)) : 0.0f;
+                    acc[L] = fmaf(xv, float_weight(type, w, n, i), acc[L]);
+                }
+            }
+        }
+        out[t] = reduce16(acc);
+    }
+}
+
+TILE_FN(tile_q8_0, block32_kernel_c, Q_Q8_0)
+TILE_FN(tile_q4_0, block32_kernel_c, Q_Q4_0)
+TILE_FN(tile_q5_0, block32_kernel_c, Q_Q5_0)
+TILE_FN(tile_q4_1, block32_kernel_c, Q_Q4_1)
+TILE_FN(tile_q5_1, block32_kernel_c, Q_Q5_1)
+TILE_FN(tile_q6_K, q6k_kernel_c, Q_Q6_K)
+TILE_FN(tile_f32, float_kernel_c, Q_F32)
+TILE_FN(tile_f16, float_kernel_c, Q_F16)
+TILE_FN(tile_bf16, float_kernel_c, Q_BF16)
+
+const tile_fn q_tiles_generic[Q_TYPE_COUNT] = {
+    [Q_Q8_0] = tile_q8_0,
+    [Q_Q4_0] = tile_q4_0,
+    [Q_Q5_0] = tile_q5_0,
+    [Q_Q4_1] = tile_q4_1,
+    [Q_Q5_1] = tile_q5_1,
+    [Q_Q6_K] = tile_q6_K,
+    [Q_F32] = tile_f32,
+    [Q_F16] = tile_f16,
+    [Q_BF16] = tile_bf16,
+};
+
+// One row against one token at a time (dot_q4_K, dot_q5_K).
+void q_matmul_k_generic(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < nt; t++) {
+            const uint8_t *wr = w + (size_t)r * ws, *xt = x + (size_t)t * xs;
+            y[(size_t)t * ldy + r] = type == Q_Q4_K ? dot_q4_K(wr, xt, n, t < ngemm, q4k_ints_c)
+                                                    : dot_q5_K(wr, xt, n, q5k_ints_c);
+        }
+}
+
+#endif

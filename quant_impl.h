@@ -1,0 +1,348 @@
+// quant_impl.h — what quant.c and its kernel files share (internal; the API
+// is quant.h): the ISA a build targets, ggml's block layouts, the activation
+// row layouts (described in quant.h), and the unit-kernel scheme.
+//
+// Files: quant.c (type table, conversions, dequantization, activation
+// quantization, the q_matmul driver); the kernels of one ISA each, every file
+// compiled in every build and empty but for this header where its ISA is not
+// the build's: quant_avx512.c (AVX-512 VNNI), quant_avx2.c (AVX2),
+// quant_generic.c (portable C: it states the math the SIMD kernels
+// reorganize). All three compute the same bits (tests/t_isa.sh).
+#ifndef QUILL_QUANT_IMPL_H
+#define QUILL_QUANT_IMPL_H
+
+#include "quant.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__) && defined(__F16C__)
+#define Q_AVX512 1
+#endif
+#if !defined(Q_AVX512) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define Q_AVX2 1
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+// fp16_to_f32, inline where the CPU converts halves itself.
+ALWAYS_INLINE float half_f32(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return fp16_to_f32(h);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// ggml block layouts (a fp16_t is raw half bits)
+// ---------------------------------------------------------------------------
+
+typedef uint16_t fp16_t;
+
+// 32 weights (q - 8) * d; qs[j] holds element j (low nibble) and j + 16 (high).
+typedef struct { fp16_t d; uint8_t qs[16]; } block_q4_0;
+// 32 weights q * d + m, nibbles as Q4_0.
+typedef struct { fp16_t d, m; uint8_t qs[16]; } block_q4_1;
+// 32 weights (q - 16) * d; bit e of the little-endian qh is element e's 5th bit.
+typedef struct { fp16_t d; uint8_t qh[4]; uint8_t qs[16]; } block_q5_0;
+// 32 weights q * d + m, bits as Q5_0.
+typedef struct { fp16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } block_q5_1;
+// 32 weights q * d.
+typedef struct { fp16_t d; int8_t qs[32]; } block_q8_0;
+// 256 weights in 8 sub-blocks of 32: d * sc[s] * q - dmin * mn[s], with 6-bit
+// sc/mn packed in scales[12]. qs[32c + l]: low nibble = sub-block 2c element
+// l, high nibble = sub-block 2c + 1 element l.
+typedef struct { fp16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } block_q4_K;
+// As Q4_K plus a 5th bit: bit s of qh[l] belongs to sub-block s element l.
+typedef struct { fp16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } block_q5_K;
+// 256 weights d * scales[e / 16] * (q - 32), q 6 bits: 4 in ql, 2 in qh (see q6k_value).
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; fp16_t d; } block_q6_K;
+
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0");
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1");
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0");
+_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1");
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0");
+_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K");
+_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
+_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
+
+static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline float load_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
+
+// Unpacks the 12 scale bytes of Q4_K/Q5_K into 8 scales and 8 mins (6 bits
+// each), four per 32-bit word: {scales 0-3, scales 4-7, mins 0-3, mins 4-7}.
+// Sub-blocks 0-3 keep theirs in the low 6 bits of bytes 0-3 (scale) and 4-7
+// (min); sub-blocks 4-7 take the low/high nibble of bytes 8-11 and borrow the
+// top two bits of bytes 0-3 (scale) / 4-7 (min) as their bits 4-5.
+static inline void k4_scale_words(const uint8_t q[12], uint32_t out[4]) {
+    const uint32_t w0 = load_u32(q), w1 = load_u32(q + 4), w2 = load_u32(q + 8);
+    out[0] = w0 & 0x3f3f3f3f;
+    out[1] = (w2 & 0x0f0f0f0f) | ((w0 >> 2) & 0x30303030);
+    out[2] = w1 & 0x3f3f3f3f;
+    out[3] = ((w2 >> 4) & 0x0f0f0f0f) | ((w1 >> 2) & 0x30303030);
+}
+
+static inline void k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t w[4];
+    k4_scale_words(q, w);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(w[j / 4] >> (8 * (j % 4)));
+        mn[j] = (uint8_t)(w[2 + j / 4] >> (8 * (j % 4)));
+    }
+}
+
+// The 6-bit value (0..63) of element e (0..255) of a Q6_K block. Each half of
+// 128 elements uses 64 ql bytes and 32 qh bytes: element 32*k + l of the half
+// (k < 4, l < 32) takes the low (k < 2) or high nibble of ql[l + 32*(k & 1)]
+// and bits 2k, 2k+1 of qh[l].
+static inline int q6k_value(const block_q6_K *b, int e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int lo = (b->ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
+    const int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
+    return lo | hi << 4;
+}
+
+static inline int q5k_value(const block_q5_K *b, int e) {
+    const int s = e / 32, l = e % 32;
+    return ((b->qs[32 * (s / 2) + l] >> (4 * (s & 1))) & 15) | ((b->qh[l] >> s) & 1) << 4;
+}
+
+static inline int q4k_value(const block_q4_K *b, int e) {
+    const int s = e / 32, l = e % 32;
+    return (b->qs[32 * (s / 2) + l] >> (4 * (s & 1))) & 15;
+}
+
+// Integer values of one 32-weight block, before scale/offset: q in [0, 16)
+
+// for Q4_*, [0, 32) for Q5_*, signed for Q8_0.
+static inline void block32_values(uint32_t type, const void *blk, int q[32]) {
+    const uint8_t *qs;
+    uint32_t qh = 0;
+    switch (type) {
+    case Q_Q8_0:
+        for (int j = 0; j < 32; j++) q[j] = ((const block_q8_0 *)blk)->qs[j];
+        return;
+    case Q_Q4_0: qs = ((const block_q4_0 *)blk)->qs; break;
+    case Q_Q4_1: qs = ((const block_q4_1 *)blk)->qs; break;
+    case Q_Q5_0: qs = ((const block_q5_0 *)blk)->qs; qh = load_u32(((const block_q5_0 *)blk)->qh); break;
+    default:     qs = ((const block_q5_1 *)blk)->qs; qh = load_u32(((const block_q5_1 *)blk)->qh); break;
+    }
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+        q[j + 16] = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+// Bytes of one block of a 32-element type (a constant where type is one).
+static inline size_t block32_bytes(uint32_t type) {
+    switch (type) {
+    case Q_Q8_0: return sizeof(block_q8_0);
+    case Q_Q4_0: return sizeof(block_q4_0);
+    case Q_Q4_1: return sizeof(block_q4_1);
+    case Q_Q5_0: return sizeof(block_q5_0);
+    default: return sizeof(block_q5_1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Activation row layouts (quant.h)
+// ---------------------------------------------------------------------------
+
+// The 32-element layouts share one "unit" shape: 16 lanes of 32 elements
+// (one block or K sub-block per lane), stored as q[512] then 16 floats d
+// (UNIT_D) then 16 words (UNIT_W: the Q8_0 correction, the Q8_1 s or the
+// Q8_K bsums pair).
+#define UNIT 512
+#define UNIT_BYTES 640
+#define UNIT_D 512
+#define UNIT_W 576
+
+// Byte of element p of lane L in a lane-transposed group: lane L holds one
+// scale group, and each 64-byte vector holds 4 consecutive elements of every
+// lane, so one dot-product instruction covers 16 groups.
+static inline size_t lane_pos(int L, int p) { return (size_t)(64 * (p >> 2) + 4 * L + (p & 3)); }
+
+// Q6_K activation rows: one 384-byte record per super-block: q[256], int32
+// c[16] at K16_C, float d at K16_D (six aligned cache lines, one pointer).
+#define K16_BYTES 384
+#define K16_C 256
+#define K16_D 320
+
+// Q4_K activation rows: one 320-byte record per super-block: q[256] with
+// sub-block s at k4_sub_off(s), then 16 words: word 0 = d (float), words
+// 8..11 = the int16 pairs (Σq of sub-block 2p, Σq of sub-block 2p + 1),
+// the rest 0. The q order pairs each 64-byte vector with 64 bytes of Q4_K's
+// qs: qs[0..63] hold sub-blocks 0 and 2 in their low nibbles and 1 and 3 in
+// the high ones, so vector j = 0, 1, 2, 3 holds sub-blocks (0, 2), (1, 3),
+// (4, 6), (5, 7), 32 elements each in element order.
+#define K4_BYTES 320
+#define K4_W 256       // the 16 words
+#define K4_PAIRS 288   // word 8: the first bsums pair
+
+static inline size_t k4_sub_off(int s) { return (size_t)(64 * (2 * (s >> 2) + (s & 1)) + 32 * ((s >> 1) & 1)); }
+
+// The integer min part of super-block k of a Q5_K row, M = Σ mn[s] * Σx_s
+// over its sub-blocks s (Σx from the activation's bsums pairs); exact.
+static inline int32_t k32_min_sum(const uint8_t mn[8], const uint8_t *x, int64_t k) {
+    const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
+    int32_t m = 0;
+    for (int p = 0; p < 4; p++) {
+        const uint32_t pair = load_u32(u0 + UNIT_W + 4 * ((8 * k + 2 * p) % 16));
+        m += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
+    }
+    return m;
+}
+
+// ggml's horizontal sum of 8 float lanes (hsum_float_8): the upper half onto
+// the lower, then (0 + 2) + (1 + 3).
+static inline float hsum8_ggml(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+
+// Q4_K in the float order of llama.cpp's repacked q4_K_8x8 kernels: per
+// super-block the integer sums I = Σ sc * Σ q*x and M = Σ mn * Σx (Σx from
+// the activation's bsums pairs) enter two float accumulators, s1 with
+// D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
+// float), one fma per super-block (gemv: decode and leftover tokens) or per
+// 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2
+// (dot_q4_K). q4k_chain takes one super-block: I[p] and M[p] are pair p's
+// parts of I and M (sub-blocks 2p and 2p + 1), rec its activation record.
+static inline void q4k_chain(const block_q4_K *b, const uint8_t *rec, const int32_t I[4], const int32_t M[4],
+                             int gemm, float *s1, float *s2) {
+    const float dx = load_f32(rec + K4_W);
+    const float D = half_f32(b->d) * dx, Dm = half_f32(b->dmin) * dx;
+    int32_t isum = 0, msum = 0;
+    for (int p = 0; p < 4; p++) {
+        isum += I[p];
+        msum += M[p];
+        if (gemm || p == 3) {
+            *s1 = fmaf((float)isum, D, *s1);
+            *s2 = fmaf((float)msum, Dm, *s2);
+            isum = msum = 0;
+        }
+    }
+}
+
+// Q4_K: q4k_chain states the float order; ints: the ISA's integer sums (as
+// q4k_ints_c in quant_generic.c).
+typedef void (*q4k_ints_fn)(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]);
+ALWAYS_INLINE float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm, q4k_ints_fn ints) {
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
+        const uint8_t *rec = x + k * K4_BYTES;
+        int32_t I[4], M[4];
+        ints((const block_q4_K *)w, rec, I, M);
+        q4k_chain((const block_q4_K *)w, rec, I, M, gemm, &s1, &s2);
+    }
+    return s1 - s2;
+}
+
+// Q5_K in the float order of llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its
+// AVX2 code, which AVX-512 builds run too): 8 float lanes, lane j holding
+// elements 32s + 4j .. 32s + 4j + 3 of every sub-block s. Per super-block,
+// lane j's exact integer sum Σ_s sc[s] * Σ q*x enters with one fma by
+// D = d_x * fp16(d); the mins run in their own chain S = fma(Dm, M, S) with
+// Dm = d_x * fp16(dmin) and M = Σ mn[s] * Σx_s. The result is
+// hsum8(lanes) - S (llama.cpp adds summs = -S).
+// ints: the ISA's lane sums (as q5k_ints_c in quant_generic.c).
+typedef void (*q5k_ints_fn)(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0, int32_t isum[8]);
+ALWAYS_INLINE float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n, q5k_ints_fn ints) {
+    float lane[8] = {0};
+    float S = 0.0f;
+    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q5_K)) {
+        const block_q5_K *b = (const block_q5_K *)w;
+        uint8_t sc[8], mn[8];
+        k4_scales(b->scales, sc, mn);
+        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
+        const int L0 = (int)(8 * k % 16);
+        const float dx = load_f32(u0 + UNIT_D + 4 * L0);
+        const float D = half_f32(b->d) * dx, Dm = half_f32(b->dmin) * dx;
+        int32_t isum[8];
+        ints(b, sc, u0, L0, isum);
+        for (int j = 0; j < 8; j++) lane[j] = fmaf((float)isum[j], D, lane[j]);
+        S = fmaf((float)k32_min_sum(mn, x, k), Dm, S);
+    }
+    return hsum8_ggml(lane) - S;
+}
+
+// ---------------------------------------------------------------------------
+// Unit kernels: the float order every build shares
+//
+// Apart from Q4_K and Q5_K (above: llama.cpp's own float orders), a weight
+// row is cut into units of 16 lanes (16 blocks of 32, the 16 groups of a
+// Q6_K super-block, 16 floats, or 16 pairs of bf16). Each lane runs its own
+// float chain over the row's units, one fma per unit (integer dot products,
+// exact in any order, times the scales), and the 16 lanes are summed at the
+// end in the order of GCC's _mm512_reduce_add_ps (reduce16). The AVX-512 and
+// AVX2 kernels perform these same float operations, so every build computes
+// the same bits; the portable kernels (quant_generic.c) state them one lane at a
+// time.
+// ---------------------------------------------------------------------------
+
+#define TILE_T 16           // tokens sharing one unpacked weight unit (register tile)
+
+// out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
+// t < tn; tn is 1, 2, 4, 8 or TILE_T; activation rows are xs bytes apart.
+typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                        size_t xs, int tn, float *out);
+
+// Calls body(args..., NT) with NT the compile-time constant equal to tn, a
+// power of two (the driver splits other counts).
+#define TILE_SWITCH(body, ...)                    \
+    switch (tn) {                                 \
+    case 1: body(__VA_ARGS__, 1); break;          \
+    case 2: body(__VA_ARGS__, 2); break;          \
+    case 4: body(__VA_ARGS__, 4); break;          \
+    case 8: body(__VA_ARGS__, 8); break;          \
+    default: body(__VA_ARGS__, 16); break;        \
+    }
+
+// The sum of 16 lanes as _mm512_reduce_add_ps forms it: the upper 8 onto the
+// lower, then the upper 4 of those onto the lower, then (0 + 2) + (1 + 3).
+static inline float reduce16(const float a[16]) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = a[8 + i] + a[i];
+    for (int i = 0; i < 4; i++) q[i] = h[4 + i] + h[i];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// A tile function over the ISA kernel `kernel`, the weight type fixed.
+#define TILE_FN(name, kernel, type)                                                                    \
+    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
+                     int tn, float *out) {                                                            \
+        TILE_SWITCH(kernel, type, w, n, u0, u1, x, xs, out)                                           \
+    }
+
+// ---------------------------------------------------------------------------
+// The kernel file of the build's ISA exports, to quant.c's driver:
+//   q_tiles_ISA[type]: the tile function of a unit-kernel type (every type
+//     quill computes with but Q4_K and Q5_K);
+//   q_matmul_k_ISA: Q4_K and Q5_K, whose kernels run their own loops: y[t *
+//     ldy + r] for nr rows and nt tokens (q_matmul's arguments), tokens
+//     [0, ngemm) in llama.cpp's gemm order (ngemm a multiple of 4), the rest
+//     each as one token alone.
+// ---------------------------------------------------------------------------
+#if defined(Q_AVX512)
+#define Q_ISA(f) f##_avx512
+#elif defined(Q_AVX2)
+#define Q_ISA(f) f##_avx2
+#else
+#define Q_ISA(f) f##_generic
+#endif
+
+extern const tile_fn Q_ISA(q_tiles)[Q_TYPE_COUNT];
+void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                       size_t xs, int nt, int ngemm, float *y, size_t ldy);
+
+#endif
