@@ -6,6 +6,8 @@
 #                   then the CUDA backend on the CPU through the SIMT emulation (both builds)
 #   make test-cuda  the CUDA backend against the CPU (needs a GPU)
 #   make bench      prefill/decode speed against the memory-bandwidth roofline
+#   make bench-peer quill beside llama.cpp's llama-bench on the same files, in rounds
+#                   (BENCH_PEER_ARGS: tests/bench_peer.py's options, e.g. --build-peer)
 #   make install    (after make) the binary, man page and bash/zsh completions under
 #                   $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall removes them
 CC      ?= cc
@@ -14,10 +16,10 @@ SHARED  ?= ../shared
 BUILD   ?= build
 OPT     ?= -O3 -march=native
 SAN     ?=
-CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -g $(CFLAGS)
-LDLIBS  := -lm -fopenmp -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
+CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(CFLAGS)
+LDLIBS  := -lm -lpthread -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
 
-LIB_SRC  = util.c gguf.c quant.c quant_avx512.c quant_avx2.c quant_generic.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
+LIB_SRC  = util.c gguf.c quant.c quant_avx512.c quant_avx2.c quant_generic.c threads.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -66,7 +68,7 @@ COMMIT  := $(shell [ -e .git ] && git describe --always --dirty 2>/dev/null || e
 $(shell echo '$(VERSION) $(COMMIT)' | cmp -s - $(BUILD)/version || echo '$(VERSION) $(COMMIT)' > $(BUILD)/version)
 endif
 
-.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench clean install uninstall
+.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench bench-peer clean install uninstall
 all: quill models
 
 quill: $(BUILD)/quill
@@ -153,6 +155,9 @@ test-cuda: $(BUILD)/quill $(BUILD)/tests/test_backend_ops $(BUILD)/tests/test_cu
 
 bench: $(BUILD)/quill $(BUILD)/tests/test_tokenizer
 	tests/bench.sh $(BUILD) $(SHARED)
+
+bench-peer: $(BUILD)/quill
+	$(PYTHON) tests/bench_peer.py --quill $(BUILD)/quill --shared $(SHARED) $(BENCH_PEER_ARGS)
 
 # Installs what make built (and builds nothing, so that sudo make install leaves the
 # build tree as it was). tests/t_docs.sh checks the man page and completions against --help.

@@ -165,10 +165,12 @@ typedef struct backend_ops {
     int (*graph_end)(backend *b, int key, char *err);
     int (*graph_replay)(backend *b, int key, char *err);
 
-    // The device's measured limits, for `quill bench`: device-memory
-    // bandwidth in bytes/s (a device-to-device copy: bytes read + written per
-    // second) and dense GEMM throughput in FLOP/s (bf16 in, fp32 accumulate).
-    // Measured on the first call (a second or so), remembered after.
+    // The measured limits, for `quill bench`: memory bandwidth in bytes/s and
+    // dense GEMM throughput in FLOP/s. The CPU measures reading 1 GiB on all
+    // threads, again on every call (a host's bandwidth changes with what else
+    // runs), and no GEMM peak (0). A device measures a device-to-device copy
+    // (bytes read + written per second) and a bf16-in, fp32-accumulate GEMM
+    // on the first call (a second or so), and remembers them.
     int (*roofline)(backend *b, double *mem_bw, double *gemm_flops, char *err);
 } backend_ops;
 

@@ -1,14 +1,17 @@
 // cpu.c — the CPU backend: the reference implementation of backend.h.
 //
-// Threads: OpenMP, with the thread count fixed at init. Matrix products split
-// weight rows across threads (each thread streams a contiguous slice, which is
-// what a memory-bound decode wants) and reuse each slice across token tiles
-// (what a compute-bound prefill wants). Attention splits (token, head) pairs.
+// Threads: a pool (threads.c) of the thread count fixed at init. Work is
+// claimed in chunks as threads go, so a thread that another process slows
+// down does less of it. Matrix products hand out chunks of weight rows (a
+// memory-bound decode streams each chunk once; a compute-bound prefill runs
+// every token tile over a chunk while it is in cache). Attention hands out
+// (token, kv head, query heads) items.
+#include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__SSE__)
 #include <immintrin.h>
@@ -16,6 +19,7 @@
 
 #include "backend.h"
 #include "quant.h"
+#include "threads.h"
 #include "util.h"
 
 // Scratch buffers that grow on demand; never shrink until free.
@@ -23,6 +27,7 @@ enum { SCR_ACT, SCR_COUNT };
 
 struct backend {
     int n_threads;
+    tpool *pool;
     void *scr[SCR_COUNT];
     size_t scr_cap[SCR_COUNT];
     char desc[96];
@@ -40,7 +45,12 @@ static void *scratch(backend *b, int which, size_t bytes) {
 static int cpu_init(backend **out, int n_threads, char *err) {
     backend *b = calloc(1, sizeof *b);
     if (!b) return errf(err, "out of memory");
-    b->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    b->n_threads = n_threads > 0 ? n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (b->n_threads < 1) b->n_threads = 1;
+    if (!(b->pool = tp_create(b->n_threads))) {
+        free(b);
+        return errf(err, "cannot start %d threads: %s", n_threads, strerror(errno));
+    }
     snprintf(b->desc, sizeof b->desc, "cpu, %d thread%s, %s", b->n_threads,
              b->n_threads == 1 ? "" : "s", q_simd_name());
     *out = b;
@@ -49,6 +59,7 @@ static int cpu_init(backend **out, int n_threads, char *err) {
 
 static void cpu_free(backend *b) {
     if (!b) return;
+    tp_free(b->pool);
     for (int i = 0; i < SCR_COUNT; i++) free(b->scr[i]);
     free(b);
 }
@@ -66,55 +77,106 @@ static void cpu_embed(backend *b, float *out, const qmat *emb, const int32_t *id
                          out + (size_t)i * emb->cols, emb->cols);
 }
 
+// A parallel loop over items [0, total), claimed in chunks as threads go (tp_claim).
+typedef struct {
+    atomic_int_fast64_t next;
+    int64_t total, min, align;
+    void (*body)(void *ctx, int64_t i0, int64_t i1);
+    void *ctx;
+} par_loop;
+
+static void par_loop_thread(void *ctx, int ith, int nth) {
+    (void)ith;
+    par_loop *l = ctx;
+    for (int64_t i, e = 0; (i = tp_claim(&l->next, l->total, l->min, l->align, nth, &e)) < l->total;)
+        l->body(l->ctx, i, e);
+}
+
+// body(ctx, i0, i1) over [0, total) in chunks of at least `min` items, a
+// multiple of `align` (a power of 2); on the calling thread alone when total
+// is at most `min`.
+static void par_for(backend *b, int64_t total, int64_t min, int64_t align, void (*body)(void *, int64_t, int64_t),
+                    void *ctx) {
+    if (total <= min || b->n_threads == 1) {
+        if (total > 0) body(ctx, 0, total);
+        return;
+    }
+    par_loop l = {.total = total, .min = min, .align = align, .body = body, .ctx = ctx};
+    atomic_init(&l.next, 0);
+    tp_run(b->pool, par_loop_thread, &l);
+}
+
+typedef struct {
+    float *out;
+    const float *x, *g;
+    int dim;
+    float eps;
+} rmsnorm_job;
+
 // Sums in double like ggml, so norms of wide rows do not lose bits.
-static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim,
-                        float eps) {
-    const float *g = w->data;
-#pragma omp parallel for num_threads(b->n_threads) if (n > 8)
-    for (int i = 0; i < n; i++) {
-        const float *xi = x + (size_t)i * dim;
-        float *oi = out + (size_t)i * dim;
+static void rmsnorm_rows(void *ctx, int64_t i0, int64_t i1) {
+    const rmsnorm_job *j = ctx;
+    const int dim = j->dim;
+    for (int64_t i = i0; i < i1; i++) {
+        const float *xi = j->x + (size_t)i * dim;
+        float *oi = j->out + (size_t)i * dim;
         double ss = 0;
-        for (int j = 0; j < dim; j++) ss += (double)(xi[j] * xi[j]);  // float square, double sum (ggml)
-        float scale = 1.0f / sqrtf((float)(ss / dim) + eps);
-        for (int j = 0; j < dim; j++) oi[j] = xi[j] * scale * g[j];
+        for (int e = 0; e < dim; e++) ss += (double)(xi[e] * xi[e]);  // float square, double sum (ggml)
+        float scale = 1.0f / sqrtf((float)(ss / dim) + j->eps);
+        for (int e = 0; e < dim; e++) oi[e] = xi[e] * scale * j->g[e];
     }
 }
 
-// Token tile and row tile: a row tile (≈ 64 rows × a row's bytes) stays in
-// cache while every token tile passes over it.
+static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim,
+                        float eps) {
+    rmsnorm_job j = {out, x, w->data, dim, eps};
+    par_for(b, n, 8, 1, rmsnorm_rows, &j);
+}
+
+// Token tile and row chunk: in a prefill, a chunk of MM_ROW_TILE rows (≈ 64
+// rows × a row's bytes) stays in cache while every token tile passes over it.
 #define MM_TOK_TILE PREFILL_TILE
 #define MM_ROW_TILE 64
 
-static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
-    const int64_t cols = w->cols, rows = w->rows;
-    const size_t arow = q_act_row_bytes(w->type, cols);
-    uint8_t *xq = scratch(b, SCR_ACT, arow * (size_t)n);
-    const int nth = b->n_threads;
-    if (n == 1)  // decode: one row, no need for a second barrier
-        q_quantize_act(w->type, x, xq, cols);
-#pragma omp parallel num_threads(nth)
-    {
-        if (n > 1) {
-#pragma omp for
-            for (int t = 0; t < n; t++)
-                q_quantize_act(w->type, x + (size_t)t * cols, xq + (size_t)t * arow, cols);
-        }
-        // contiguous slice of rows per thread, in multiples of 4 rows
-        int id = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t per = ((rows + nt - 1) / nt + 3) & ~(int64_t)3;
-        int64_t r_beg = per * id, r_end = r_beg + per < rows ? r_beg + per : rows;
-        for (int64_t r0 = r_beg; r0 < r_end; r0 += MM_ROW_TILE) {
-            int nr = (int)(r_end - r0 < MM_ROW_TILE ? r_end - r0 : MM_ROW_TILE);
-            const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
-            for (int t0 = 0; t0 < n; t0 += MM_TOK_TILE) {
-                int ntok = n - t0 < MM_TOK_TILE ? n - t0 : MM_TOK_TILE;
-                int joint = n_joint - t0 < 0 ? 0 : n_joint - t0;
-                q_matmul(w->type, cols, wr, w->row_bytes, nr, xq + (size_t)t0 * arow, arow, ntok, joint,
-                         y + (size_t)t0 * rows + r0, (size_t)rows);
-            }
-        }
+typedef struct {
+    float *y;
+    const qmat *w;
+    const float *x;
+    uint8_t *xq;   // [n] activation rows, arow bytes each
+    size_t arow;
+    int n, n_joint;
+} matmul_job;
+
+static void quantize_rows(void *ctx, int64_t t0, int64_t t1) {
+    const matmul_job *j = ctx;
+    for (int64_t t = t0; t < t1; t++)
+        q_quantize_act(j->w->type, j->x + (size_t)t * j->w->cols, j->xq + (size_t)t * j->arow, j->w->cols);
+}
+
+// Weight rows [r0, r1) against every token.
+static void matmul_rows(void *ctx, int64_t r0, int64_t r1) {
+    const matmul_job *j = ctx;
+    const qmat *w = j->w;
+    const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    for (int t0 = 0; t0 < j->n; t0 += MM_TOK_TILE) {
+        const int ntok = j->n - t0 < MM_TOK_TILE ? j->n - t0 : MM_TOK_TILE;
+        const int joint = j->n_joint - t0 < 0 ? 0 : j->n_joint - t0;
+        q_matmul(w->type, w->cols, wr, w->row_bytes, (int)(r1 - r0), j->xq + (size_t)t0 * j->arow, j->arow, ntok,
+                 joint, j->y + (size_t)t0 * w->rows + r0, (size_t)w->rows);
     }
+}
+
+static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
+    const size_t arow = q_act_row_bytes(w->type, w->cols);
+    matmul_job j = {y, w, x, scratch(b, SCR_ACT, arow * (size_t)n), arow, n, n_joint};
+    par_for(b, n, 4, 1, quantize_rows, &j);
+    // a prefill's chunks are row tiles; a decode's at least 16 rows and 32 KiB
+    int64_t min = MM_ROW_TILE;
+    if (n == 1) {
+        min = ((int64_t)(32768 / w->row_bytes) + 15) & ~(int64_t)15;
+        if (min < 16) min = 16;
+    }
+    par_for(b, w->rows, min, n == 1 ? 16 : MM_ROW_TILE, matmul_rows, &j);
 }
 
 static void cpu_add_bias(backend *b, float *y, const qmat *bias, int n, int dim) {
@@ -129,12 +191,22 @@ static void cpu_add(backend *b, float *y, const float *x, size_t len) {
     for (size_t i = 0; i < len; i++) y[i] += x[i];
 }
 
-static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
-#pragma omp parallel for num_threads(b->n_threads) if (len > 65536)
-    for (size_t i = 0; i < len; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+typedef struct {
+    float *out;
+    const float *gate, *up;
+} swiglu_job;
+
+static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
+    const swiglu_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) {
+        float g = j->gate[i];
+        j->out[i] = g / (1.0f + expf(-g)) * j->up[i];
     }
+}
+
+static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
+    swiglu_job j = {out, gate, up};
+    par_for(b, (int64_t)len, 16384, 64, swiglu_range, &j);
 }
 
 // Rotation angles follow ggml's recurrence (theta *= theta_scale per pair) so
@@ -372,27 +444,81 @@ static void attend_heads_q8(float *out, const float *q, const uint8_t *kpool, co
 #endif
 }
 
-// Work items: (token, kv head, chunk of up to ATT_HEADS of its query heads).
+typedef struct {
+    float *out;
+    const float *q;
+    const void *kpool, *vpool;
+    const fwd_batch *fb;
+    int n_heads, n_kv_heads, head_dim, kv_type;
+} attention_job;
+
+// Work items [i0, i1): item i is (token i / units, kv head, a chunk of up to
+// ATT_HEADS of its query heads) with units = n_kv_heads * chunks.
+static void attention_items(void *ctx, int64_t i0, int64_t i1) {
+    const attention_job *j = ctx;
+    const int group = j->n_heads / j->n_kv_heads, kv_dim = j->n_kv_heads * j->head_dim;
+    const int chunks = (group + ATT_HEADS - 1) / ATT_HEADS, units = j->n_kv_heads * chunks;
+    const size_t row_bytes = kv_row_bytes(j->kv_type, kv_dim);
+    for (int64_t i = i0; i < i1; i++) {
+        const int t = (int)(i / units), u = (int)(i % units);
+        const int kvh = u / chunks, h = kvh * group + u % chunks * ATT_HEADS;
+        const int nh = group - u % chunks * ATT_HEADS < ATT_HEADS ? group - u % chunks * ATT_HEADS : ATT_HEADS;
+        const size_t off = ((size_t)t * j->n_heads + h) * j->head_dim, col = (size_t)kvh * j->head_dim;
+        const int32_t *table = j->fb->tables + (size_t)j->fb->seq[t] * j->fb->max_blocks;
+        const int len = j->fb->pos[t] + 1;
+        if (j->kv_type == KV_Q8)
+            attend_heads_q8(j->out + off, j->q + off, j->kpool, j->vpool, table, len, row_bytes, kv_dim, (int)col,
+                            j->head_dim, nh);
+        else
+            attend_heads(j->out + off, j->q + off, (const uint16_t *)j->kpool + col, (const uint16_t *)j->vpool + col,
+                         table, len, kv_dim, j->head_dim, nh);
+    }
+}
+
 static void cpu_attention(backend *b, float *out, const float *q, const void *kpool,
                           const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                           int head_dim, int kv_type) {
-    const int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
-    const int chunks = (group + ATT_HEADS - 1) / ATT_HEADS;
-    const size_t row_bytes = kv_row_bytes(kv_type, kv_dim);
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(b->n_threads)
-    for (int t = 0; t < fb->n; t++)
-        for (int u = 0; u < n_kv_heads * chunks; u++) {
-            const int kvh = u / chunks, h = kvh * group + u % chunks * ATT_HEADS;
-            const int nh = group - u % chunks * ATT_HEADS < ATT_HEADS ? group - u % chunks * ATT_HEADS : ATT_HEADS;
-            const size_t off = ((size_t)t * n_heads + h) * head_dim, col = (size_t)kvh * head_dim;
-            const int32_t *table = fb->tables + (size_t)fb->seq[t] * fb->max_blocks;
-            if (kv_type == KV_Q8)
-                attend_heads_q8(out + off, q + off, kpool, vpool, table, fb->pos[t] + 1, row_bytes, kv_dim, (int)col,
-                                head_dim, nh);
-            else
-                attend_heads(out + off, q + off, (const uint16_t *)kpool + col, (const uint16_t *)vpool + col, table,
-                             fb->pos[t] + 1, kv_dim, head_dim, nh);
-        }
+    attention_job j = {out, q, kpool, vpool, fb, n_heads, n_kv_heads, head_dim, kv_type};
+    const int units = n_kv_heads * ((n_heads / n_kv_heads + ATT_HEADS - 1) / ATT_HEADS);
+    par_for(b, (int64_t)fb->n * units, 1, 1, attention_items, &j);
+}
+
+typedef struct {
+    uint64_t *buf;
+    size_t n;
+    _Atomic uint64_t sum;
+} read_job;
+
+static void fill_words(void *ctx, int64_t i0, int64_t i1) {
+    const read_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->buf[i] = (uint64_t)i;
+}
+
+static void sum_words(void *ctx, int64_t i0, int64_t i1) {
+    read_job *j = ctx;
+    uint64_t s = 0;
+    for (int64_t i = i0; i < i1; i++) s += j->buf[i];
+    atomic_fetch_add_explicit(&j->sum, s, memory_order_relaxed);
+}
+
+// The memory's read bandwidth: the best of 4 passes summing 1 GiB (far more
+// than any cache) on every thread. A decode step cannot read faster.
+static int cpu_roofline(backend *b, double *mem_bw, double *gemm_flops, char *err) {
+    read_job j = {.n = (size_t)1 << 27};
+    if (!(j.buf = malloc(j.n * sizeof *j.buf))) return errf(err, "out of memory for the bandwidth test (1 GiB)");
+    const int64_t chunk = 1 << 17;  // 1 MiB
+    par_for(b, (int64_t)j.n, chunk, chunk, fill_words, &j);
+    double best = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        const double t = now_sec();
+        par_for(b, (int64_t)j.n, chunk, chunk, sum_words, &j);
+        const double dt = now_sec() - t;
+        if (j.n * sizeof *j.buf / dt > best) best = j.n * sizeof *j.buf / dt;
+    }
+    free(j.buf);
+    *mem_bw = best;
+    *gemm_flops = 0;
+    return 0;
 }
 
 const backend_ops cpu_backend = {
@@ -414,4 +540,5 @@ const backend_ops cpu_backend = {
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
+    .roofline = cpu_roofline,
 };

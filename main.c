@@ -97,7 +97,7 @@ static void usage(FILE *out) {
         "       quill -m MODEL.gguf [-i] [--system TEXT] [--chat-template NAME]   (chat)\n"
         "       quill info MODEL.gguf\n"
         "       quill ppl -m MODEL.gguf -f TEXT [-c 512] [-t N]\n"
-        "       quill bench -m MODEL.gguf [-p 512] [-n 128] [-t N]\n"
+        "       quill bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [--stats-json FILE]\n"
         "       quill tokenize -m MODEL.gguf [--ids] [--no-bos] [--special] [TEXT]\n"
         "       quill batch -m MODEL.gguf [-i FILE] [-o FILE] [--lines] [--parallel N] [--chunk T]\n"
         "                   [--kv-mem SIZE] [--unordered] [generation options]\n"
@@ -717,30 +717,6 @@ static int cmd_ppl(int argc, char **argv) {
 
 // ---- bench --------------------------------------------------------------
 
-// Memory read bandwidth in bytes/s: the best of a few passes summing a buffer
-// far larger than the caches, on all threads. Decode cannot beat this.
-static double measure_read_bandwidth(int n_threads) {
-    const size_t n = (size_t)1 << 27;  // 1 GiB of uint64
-    uint64_t *buf = malloc(n * sizeof *buf);
-    if (!buf) die("out of memory for the bandwidth test");
-    if (n_threads <= 0) n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-#pragma omp parallel for num_threads(n_threads)
-    for (size_t i = 0; i < n; i++) buf[i] = i;
-    double best = 0;
-    volatile uint64_t sink = 0;
-    for (int rep = 0; rep < 4; rep++) {
-        uint64_t s = 0;
-        double t = now_sec();
-#pragma omp parallel for reduction(+ : s) num_threads(n_threads)
-        for (size_t i = 0; i < n; i++) s += buf[i];
-        t = now_sec() - t;
-        sink += s;
-        if (n * sizeof *buf / t > best) best = n * sizeof *buf / t;
-    }
-    free(buf);
-    return best;
-}
-
 // FLOPs of one token through the matrix products (2 per multiply-add), without the output layer.
 static double layer_flops(const model_config *c) {
     double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
@@ -762,10 +738,9 @@ static int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < P; i++) r = r * 6364136223846793005ull + 1, ids[i] = (int32_t)((r >> 33) % c->n_vocab);
     char err[ERR_LEN];
     fprintf(stderr, "quill bench: %s on %s\n", o.model, model_backend_desc(m));
-    double bw, peak = 0;  // bytes/s the decode is measured against; GEMM FLOP/s (device only)
-    const int device = model_roofline(m, &bw, &peak, err);
-    if (device < 0) die("%s", err);
-    if (!device) bw = measure_read_bandwidth(o.n_threads);
+    double bw, peak, bw_after = 0;  // bytes/s the decode is measured against; GEMM FLOP/s (device only)
+    if (model_roofline(m, &bw, &peak, err)) die("%s", err);
+    const int device = model_on_device(m);
     // warm-up, untimed: CPU: fault the mmapped weights in and start the
     // threads; device: the whole prefill (scratch, GEMM algorithms) and two
     // decode steps (the second records the step's graph)
@@ -783,6 +758,8 @@ static int cmd_bench(int argc, char **argv) {
         if (model_forward_sample(m, &id, 1, &greedy, 0.0, &next, logits, err) < 0) die("%s", err);
     }
     double t_dec = now_sec() - t;
+    // the host's bandwidth changes with what else runs: measured again right after
+    if (!device && model_roofline(m, &bw_after, &peak, err)) die("%s", err);
     // bytes one decode step reads: the weights, plus K and V of every earlier position
     double step_bytes = (double)model_weight_bytes(m) + (double)model_kv_bytes(m, 1) * (P + N / 2.0);
     double pre_flops = layer_flops(c) * P + 2.0 * c->dim * c->n_vocab;
@@ -795,14 +772,29 @@ static int cmd_bench(int argc, char **argv) {
         printf("prefill %d tokens: %.1f tok/s (%.1f ms), %.2f TFLOP/s = %.0f%% of measured GEMM peak\n", P,
                P / t_pre, t_pre * 1e3, pre_flops / t_pre / 1e12, 100.0 * pre_flops / t_pre / peak);
     } else {
-        printf("memory read bandwidth (measured): %.1f GB/s\n", bw / 1e9);
+        printf("memory read bandwidth (measured): %.1f GB/s before the runs, %.1f GB/s after\n", bw / 1e9,
+               bw_after / 1e9);
         printf("prefill %d tokens: %.1f tok/s (%.1f ms), %.1f GFLOP/s\n", P, P / t_pre, t_pre * 1e3,
                pre_flops / t_pre / 1e9);
     }
+    const double dec_bw = step_bytes * N / t_dec;
     printf("decode %d tokens: %.1f tok/s = %.2f ms/token, %.1f MB/token, %.1f GB/s", N, N / t_dec,
-           t_dec * 1e3 / N, step_bytes / 1e6, step_bytes * N / t_dec / 1e9);
-    if (bw > 0) printf(" = %.0f%% of measured bandwidth", 100.0 * step_bytes * N / t_dec / bw);
+           t_dec * 1e3 / N, step_bytes / 1e6, dec_bw / 1e9);
+    if (bw_after > 0)
+        printf(" = %.0f%% / %.0f%% of the bandwidth before / after", 100.0 * dec_bw / bw, 100.0 * dec_bw / bw_after);
+    else if (bw > 0)
+        printf(" = %.0f%% of measured bandwidth", 100.0 * dec_bw / bw);
     printf("\n");
+    if (o.stats_json) {  // the same numbers for scripts (tests/bench_peer.py)
+        FILE *f = fopen(o.stats_json, "w");
+        if (!f) die("cannot write '%s': %s", o.stats_json, strerror(errno));
+        fprintf(f,
+                "{\"prompt_tokens\": %d, \"prefill_tok_s\": %.3f, \"generated_tokens\": %d, "
+                "\"decode_tok_s\": %.3f, \"decode_bytes_per_token\": %.0f, \"bandwidth_before\": %.0f, "
+                "\"bandwidth_after\": %.0f, \"gemm_peak_flops\": %.0f, \"backend\": \"%s\"}\n",
+                P, P / t_pre, N, N / t_dec, step_bytes, bw, bw_after, peak, model_backend_desc(m));
+        if (fclose(f)) die("cannot write '%s': %s", o.stats_json, strerror(errno));
+    }
     free(ids);
     free(logits);
     free((char *)o.prompt);

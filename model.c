@@ -563,9 +563,12 @@ int model_forward_sample(model *m, const int32_t *ids, int n, const sample_cfg *
 }
 
 int model_roofline(model *m, double *mem_bw, double *gemm_flops, char *err) {
+    *mem_bw = *gemm_flops = 0;
     if (!m->ops->roofline) return 0;
-    return m->ops->roofline(m->be, mem_bw, gemm_flops, err) ? -1 : 1;
+    return m->ops->roofline(m->be, mem_bw, gemm_flops, err) ? -1 : 0;
 }
+
+int model_on_device(const model *m) { return m->ops != &cpu_backend; }
 
 // ---- sequences --------------------------------------------------------------
 

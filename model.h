@@ -64,9 +64,11 @@ int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *lo
 int model_forward_sample(model *m, const int32_t *ids, int n, const sample_cfg *sc, double u, int32_t *id,
                          float *logits, char *err);
 
-// The backend's measured limits (backend.h's roofline): 1 with them, 0 when
-// the backend measures none (the CPU), -1 with err on failure.
+// The backend's measured limits (backend.h's roofline; 0 where it measures
+// none): 0, or -1 with err on failure.
 int model_roofline(model *m, double *mem_bw, double *gemm_flops, char *err);
+// 1 when the model runs on a device (CUDA, or its emulation), 0 on the CPU.
+int model_on_device(const model *m);
 
 // Sequence 0, which model_forward extends.
 int model_len(const model *m);   // positions in the KV cache: the next token goes here

@@ -186,7 +186,7 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
 
 static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
-enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K32, ACT_K16, ACT_K4 };
+enum act_layout { ACT_NONE, ACT_F32, ACT_F16, ACT_BF16, ACT_Q8_0, ACT_Q8_1, ACT_K16, ACT_K4 };
 
 static enum act_layout act_layout_of(uint32_t wtype) {
     switch (wtype) {
@@ -195,8 +195,7 @@ static enum act_layout act_layout_of(uint32_t wtype) {
     case Q_BF16: return ACT_BF16;
     case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: return ACT_Q8_0;
     case Q_Q4_1: case Q_Q5_1: return ACT_Q8_1;
-    case Q_Q4_K: return ACT_K4;
-    case Q_Q5_K: return ACT_K32;
+    case Q_Q4_K: case Q_Q5_K: return ACT_K4;
     case Q_Q6_K: return ACT_K16;
     default: return ACT_NONE;
     }
@@ -206,7 +205,7 @@ size_t q_act_row_bytes(uint32_t wtype, int64_t n) {
     switch (act_layout_of(wtype)) {
     case ACT_F32: case ACT_F16: return (size_t)round_up(4 * n, 64);
     case ACT_BF16: return (size_t)round_up(2 * n, 64);
-    case ACT_Q8_0: case ACT_Q8_1: case ACT_K32: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
+    case ACT_Q8_0: case ACT_Q8_1: return (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES;
     case ACT_K16: return (size_t)(n / 256) * K16_BYTES;
     case ACT_K4: return (size_t)(n / 256) * K4_BYTES;
     default: return 0;
@@ -361,26 +360,7 @@ static void act_q8_01(int q81, const float *x, uint8_t *dst, int64_t n) {
     }
 }
 
-// Q8_K rows for Q5_K: lane = 32-element sub-block (two super-blocks per
-// unit), d = the super-block's d; the word is the int16 pair (Σq of
-// sub-block 2p, Σq of sub-block 2p + 1) in both lanes of pair p (llama.cpp's
-// bsums, summed in pairs, as its kernels use them for the mins).
-static void act_k32(const float *x, uint8_t *dst, int64_t n) {
-    memset(dst, 0, (size_t)((n + UNIT - 1) / UNIT) * UNIT_BYTES);
-    for (int64_t k = 0; k < n / 256; k++) {
-        int8_t q[256];
-        const float d = quant_block_q8_K(x + 256 * k, q);
-        int bs[8];
-        for (int s = 0; s < 8; s++) bs[s] = sum_i8(q + 32 * s, 32);
-        for (int s = 0; s < 8; s++) {
-            const int64_t B = 8 * k + s;  // sub-block index in the row
-            const uint32_t pair = (uint16_t)bs[s & ~1] | (uint32_t)bs[s | 1] << 16;
-            unit_lane(dst + (B / 16) * UNIT_BYTES, (int)(B % 16), q + 32 * s, d, &pair);
-        }
-    }
-}
-
-// Q8_K rows for Q4_K: per super-block q[256] in k4_sub_off order, d and
+// Q8_K rows for Q4_K and Q5_K: per super-block q[256] in k4_sub_off order, d and
 // the bsums pairs (layout at K4_BYTES).
 static void act_k4(const float *x, uint8_t *dst, int64_t n) {
     memset(dst, 0, q_act_row_bytes(Q_Q4_K, n));
@@ -448,7 +428,6 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
         break;
     case ACT_Q8_0: act_q8_01(0, x, o, n); break;
     case ACT_Q8_1: act_q8_01(1, x, o, n); break;
-    case ACT_K32: act_k32(x, o, n); break;
     case ACT_K16: act_k16(x, o, n); break;
     case ACT_K4: act_k4(x, o, n); break;
     default: break;

@@ -66,16 +66,13 @@ uint16_t q8_0_block(const float *x, int8_t q[32]);
 //   F32 weights:  float[n] (x copied)
 //   F16 weights:  float[n] holding fp16-rounded values
 //   BF16 weights: uint16 bf16[n]
-//   Q8_0, Q4_0, Q5_0 (Q8_0 values), Q4_1, Q5_1 (Q8_1 values), Q5_K
-//         (Q8_K values): units of 512 elements (the last one zero-padded),
-//         640 bytes each: int8 q[512], float d[16], then 16 words w. Lane L
-//         of a unit is 32 consecutive elements (a block; for Q8_K a 32-element
-//         sub-block, so lanes 8k..8k+7 share super-block k's d); byte
-//         64*v + 4*L + i of q holds element 32*L + 4*v + i (v < 8, i < 4).
-//         w is int32 -128*Σq for Q8_0 values, float s for Q8_1 values,
-//         and for Q8_K values (Q5_K) the int16 pair (Σq of lane 2p,
-//         Σq of lane 2p+1) in both lanes of pair p.
-//   Q4_K (Q8_K values): one 320-byte record per super-block: int8 q[256],
+//   Q8_0, Q4_0, Q5_0 (Q8_0 values), Q4_1, Q5_1 (Q8_1 values): units of
+//         512 elements (the last one zero-padded), 640 bytes each: int8
+//         q[512], float d[16], then 16 words w. Lane L of a unit is a block
+//         of 32 consecutive elements; byte 64*v + 4*L + i of q holds element
+//         32*L + 4*v + i (v < 8, i < 4). w is int32 -128*Σq for Q8_0 values,
+//         float s for Q8_1 values.
+//   Q4_K, Q5_K (Q8_K values): one 320-byte record per super-block: int8 q[256],
 //         then 16 words. Sub-block s (32 elements, in order) starts at byte
 //         64 * (2 * (s / 4) + s % 2) + 32 * ((s / 2) % 2), so the four
 //         64-byte vectors hold sub-blocks (0, 2), (1, 3), (4, 6), (5, 7),

@@ -244,7 +244,7 @@ ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, i
 }
 
 
-// Q4_K and Q5_K: the integer sums of one super-block (q4k_ints_c, q5k_ints_c).
+// Q4_K and Q5_K: the integer sums of one super-block (k4_ints_c).
 
 // The lane sums of four vectors (integers: exact in any order).
 ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
@@ -252,24 +252,37 @@ ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-ALWAYS_INLINE void q4k_ints_avx2(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
+// Bit s of each byte of qh moved to bit 4 (the 5th bit of sub-block s's weights).
+ALWAYS_INLINE __m256i k4_bit4_avx2(__m256i qh, int s) {
+    const __m256i hb = s < 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+    return _mm256_and_si256(hb, _mm256_set1_epi8(0x10));
+}
+
+ALWAYS_INLINE void k4_ints_avx2(uint32_t type, const uint8_t *blk, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
     uint32_t wd[4];
-    k4_scale_words(b->scales, wd);
+    k4_scale_words(((const block_q4_K *)blk)->scales, wd);
     // the 8 scales as int16, in both 128-bit lanes; the 8 mins as int16
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)wd)));
     const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(wd + 2)));
     _mm_storeu_si128((__m128i *)M, _mm_madd_epi16(mn, _mm_loadu_si128((const __m128i *)(rec + K4_PAIRS))));
     const __m256i m4 = _mm256_set1_epi8(15);
+    const uint8_t *qs = blk + k4_qs_off(type);
+    const __m256i qh = type == Q_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + K4_QH_OFF)) : _mm256_setzero_si256();
     __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
     for (int p = 0; p < 4; p++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * p));
+        __m256i wlo = _mm256_and_si256(q, m4), whi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (type == Q_Q5_K) {
+            wlo = _mm256_or_si256(wlo, k4_bit4_avx2(qh, 2 * p));
+            whi = _mm256_or_si256(whi, k4_bit4_avx2(qh, 2 * p + 1));
+        }
         const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
         const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
         // scale 2p (2p + 1) in every int16: bytes 4p, 4p + 1 (4p + 2, 4p + 3) of each lane
         const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(4 * p | (4 * p + 1) << 8)));
         const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((4 * p + 2) | (4 * p + 3) << 8)));
-        P[p] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), lo), s_lo),
-                                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hi), s_hi));
+        P[p] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wlo, lo), s_lo),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(whi, hi), s_hi));
     }
     _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
 }
@@ -297,40 +310,52 @@ ALWAYS_INLINE void k_rows8_scales(const uint8_t *const rows[8], size_t off, k_sc
     o->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
 }
 
-// Q4_K for several tokens: lanes = 8 weight rows, each running dot_q4_K's
-// float chain (as q4k_rows_n does with 16). Integer sums: per sub-block, the
-// 8 VPMADDUBSW results add up in int16 (|sum| <= 8 * 2 * 15 * 127 < 2^15),
-// then VPMADDWD applies each row's scale. y[t * ldy + r] for rows r < nvalid
-// and NT tokens, in gemm (per 64 elements) or gemv (per super-block) order.
-ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
-                                  size_t xs, int gemm, float *y, size_t ldy, const int NT) {
+// Q4_K and Q5_K for several tokens: lanes = 8 weight rows, each running
+// dot_k4's float chain (as k4_rows_n does with 16). Integer sums: per
+// sub-block, the VPMADDUBSW results add up in int16 four at a time (|sum|
+// <= 4 * 2 * 31 * 128 < 2^15), then VPMADDWD applies each row's scale.
+// y[t * ldy + r] for rows r < nvalid and NT tokens, in gemm (per 64
+// elements) or gemv (per super-block) order.
+ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], int nvalid, int64_t n,
+                                 const uint8_t *x, size_t xs, int gemm, float *y, size_t ldy, const int NT) {
     __m256 s1[8], s2[8];
     __m256i I[8], M[8];
     for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm256_setzero_ps(), I[t] = M[t] = _mm256_setzero_si256();
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * sizeof(block_q4_K);
+        const size_t off = (size_t)k * k4_block_bytes(type);
         k_scales8 ks;
         k_rows8_scales(rows, off, &ks);
         const __m256 dw = ks.d, dmw = ks.dmin;
         const uint8_t *u = x + (size_t)k * K4_BYTES;
+        const uint8_t *p[8], *p2[8];
+        __m256i qh[8];  // Q5_K: qh[v] lane r = dword v of row r's qh
+        if (type == Q_Q5_K) {
+            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + K4_QH_OFF, p2[r] = p[r] + 16;
+            transpose8x4(p, qh);
+            transpose8x4(p2, qh + 4);
+        }
         for (int c = 0; c < 4; c++) {
-            const uint8_t *p[8], *p2[8];
-            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q4_K, qs) + 32 * c, p2[r] = p[r] + 16;
+            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + k4_qs_off(type) + 32 * c, p2[r] = p[r] + 16;
             __m256i raw[8];  // raw[v] lane r: dword v of row r's 32 qs bytes
             transpose8x4(p, raw);
             transpose8x4(p2, raw + 4);
             for (int h = 0; h < 2; h++) {
                 const int s = 2 * c + h;
                 __m256i nib[8];
-                for (int v = 0; v < 8; v++) nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
+                for (int v = 0; v < 8; v++) {
+                    nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
+                    if (type == Q_Q5_K) nib[v] = _mm256_or_si256(nib[v], k4_bit4_avx2(qh[v], s));
+                }
                 const __m256i sc = _mm256_loadu_si256((const __m256i *)ks.scw[s]);
                 for (int t = 0; t < NT; t++) {
                     const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
-                    __m256i acc = _mm256_maddubs_epi16(nib[0], _mm256_set1_epi32((int)load_u32(a)));
-                    for (int v = 1; v < 8; v++)
-                        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
-                    I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(acc, sc));
+                    for (int h4 = 0; h4 < 8; h4 += 4) {
+                        __m256i acc = _mm256_maddubs_epi16(nib[h4], _mm256_set1_epi32((int)load_u32(a + 4 * h4)));
+                        for (int v = h4 + 1; v < h4 + 4; v++)
+                            acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
+                        I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(acc, sc));
+                    }
                 }
             }
             const __m256i mn = _mm256_loadu_si256((const __m256i *)ks.mnw[c]);
@@ -351,96 +376,6 @@ ALWAYS_INLINE void q4k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int6
         _mm256_storeu_ps(o, _mm256_sub_ps(s1[t], s2[t]));
         memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
     }
-}
-
-// Q5_K for several tokens: lanes = 8 weight rows, each running dot_q5_K's
-// float chains (as q5k_rows_n does with 16): acc[t][j] lane r follows row r's
-// lane j, S[t] its mins.
-ALWAYS_INLINE void q5k_rows8_avx2(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
-                                  size_t xs, float *y, size_t ldy, const int NT) {
-    __m256 acc[8][8], S[8];
-    for (int t = 0; t < NT; t++) {
-        S[t] = _mm256_setzero_ps();
-        for (int j = 0; j < 8; j++) acc[t][j] = _mm256_setzero_ps();
-    }
-    const __m256i m4 = _mm256_set1_epi8(15), bit4 = _mm256_set1_epi8(0x10);
-    for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * sizeof(block_q5_K);
-        k_scales8 ks;
-        k_rows8_scales(rows, off, &ks);
-        const __m256 dw = ks.d, dmw = ks.dmin;
-        // W[s][j] lane r: the 5-bit weights 4j..4j+3 of sub-block s of row r
-        __m256i W[8][8], qh[8];
-        const uint8_t *p[8], *p2[8];
-        for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q5_K, qh), p2[r] = p[r] + 16;
-        transpose8x4(p, qh);
-        transpose8x4(p2, qh + 4);
-        for (int c = 0; c < 4; c++) {
-            __m256i raw[8];
-            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + offsetof(block_q5_K, qs) + 32 * c, p2[r] = p[r] + 16;
-            transpose8x4(p, raw);
-            transpose8x4(p2, raw + 4);
-            for (int h = 0; h < 2; h++) {
-                const int s = 2 * c + h;
-                for (int j = 0; j < 8; j++) {  // bit s of each qh byte moved to bit 4
-                    const __m256i hb = s < 4 ? _mm256_slli_epi16(qh[j], 4 - s) : _mm256_srli_epi16(qh[j], s - 4);
-                    W[s][j] = _mm256_or_si256(_mm256_and_si256(h ? _mm256_srli_epi16(raw[j], 4) : raw[j], m4),
-                                              _mm256_and_si256(hb, bit4));
-                }
-            }
-        }
-        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
-        const int L0 = (int)(8 * k % 16);                      // its first lane
-        for (int t = 0; t < NT; t++) {
-            const uint8_t *a = u + (size_t)t * xs;
-            const __m256 dx = _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L0));
-            const __m256 D = _mm256_mul_ps(dw, dx);
-            for (int j = 0; j < 8; j++) {
-                __m256i i = _mm256_setzero_si256();
-                for (int s = 0; s < 8; s++) {
-                    const __m256i xv = _mm256_set1_epi32((int)load_u32(a + 64 * j + 4 * (L0 + s)));
-                    i = _mm256_add_epi32(i, _mm256_madd_epi16(_mm256_maddubs_epi16(W[s][j], xv),
-                                                              _mm256_loadu_si256((const __m256i *)ks.scw[s])));
-                }
-                acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), D, acc[t][j]);
-            }
-            __m256i M = _mm256_setzero_si256();
-            for (int q = 0; q < 4; q++)
-                M = _mm256_add_epi32(M, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ks.mnw[q]),
-                                                          _mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * (L0 + 2 * q)))));
-            S[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmw, dx), S[t]);
-        }
-    }
-    for (int t = 0; t < NT; t++) {
-        const __m256 *v = acc[t];  // hsum_float_8's pairing: ((0+4) + (2+6)) + ((1+5) + (3+7))
-        const __m256 h = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
-                                       _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
-        float o[8];
-        _mm256_storeu_ps(o, _mm256_sub_ps(h, S[t]));
-        memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
-    }
-}
-
-ALWAYS_INLINE void q5k_ints_avx2(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0,
-                                 int32_t isum[8]) {
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    // X[s]: the 32 activations of sub-block s in element order (dword v of
-    // lane L0 + s is at 64v + 4(L0 + s): an 8x8 dword transposition)
-    const uint8_t *p[8], *p2[8];
-    for (int v = 0; v < 8; v++) p[v] = u0 + 64 * v + 4 * L0, p2[v] = p[v] + 16;
-    __m256i X[8];
-    transpose8x4(p, X);       // X[j] lane v: dword v of lane L0 + j
-    transpose8x4(p2, X + 4);  // lanes L0 + 4 ..
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)b->qh);
-    __m256i acc = _mm256_setzero_si256();
-    for (int s = 0; s < 8; s++) {
-        const __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (s / 2)));
-        const __m256i lo = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, m4);
-        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), one);
-        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, X[s]), _mm256_set1_epi16(sc[s])));
-    }
-    _mm256_storeu_si256((__m256i *)isum, acc);
 }
 
 TILE_FN(tile_q8_0, unit_tile_avx2, Q_Q8_0)
@@ -465,9 +400,8 @@ const tile_fn q_tiles_avx2[Q_TYPE_COUNT] = {
     [Q_BF16] = tile_bf16,
 };
 
-// Q4_K and Q5_K on AVX2: single tokens row by row (dot_q4_K, dot_q5_K),
-// groups of tokens 8 rows at a time; Q4_K's tokens [0, ngemm)
-// in the gemm order (as matmul_q4_K).
+// Q4_K and Q5_K on AVX2: single tokens row by row (dot_k4), groups of
+// tokens 8 rows at a time; tokens [0, ngemm) in the gemm order.
 void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                      size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     for (int r0 = 0; r0 < nr; r0 += 8) {
@@ -478,19 +412,13 @@ void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int 
             float *yt = y + (size_t)t * ldy + r0;
             const uint8_t *xt = x + (size_t)t * xs;
             const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;  // gemm: left is a multiple of 4
-#define K_ROWS8(NT)                                                               \
-    (type == Q_Q4_K ? q4k_rows8_avx2(rows, nv, n, xt, xs, gemm, yt, ldy, NT) \
-                    : q5k_rows8_avx2(rows, nv, n, xt, xs, yt, ldy, NT))
-            if (left >= 8) K_ROWS8(8), t += 8;
-            else if (left >= 4) K_ROWS8(4), t += 4;
-            else if (left >= 2) K_ROWS8(2), t += 2;
+            if (left >= 8) k4_rows8_avx2(type, rows, nv, n, xt, xs, gemm, yt, ldy, 8), t += 8;
+            else if (left >= 4) k4_rows8_avx2(type, rows, nv, n, xt, xs, gemm, yt, ldy, 4), t += 4;
+            else if (left >= 2) k4_rows8_avx2(type, rows, nv, n, xt, xs, 0, yt, ldy, 2), t += 2;
             else {
-                for (int r = 0; r < nv; r++)
-                    yt[r] = type == Q_Q4_K ? dot_q4_K(rows[r], xt, n, 0, q4k_ints_avx2)
-                                           : dot_q5_K(rows[r], xt, n, q5k_ints_avx2);
+                for (int r = 0; r < nv; r++) yt[r] = dot_k4(type, rows[r], xt, n, 0, k4_ints_avx2);
                 t += 1;
             }
-#undef K_ROWS8
         }
     }
 }

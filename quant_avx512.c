@@ -218,18 +218,19 @@ ALWAYS_INLINE void q6k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_
 }
 
 
-// --- Q4_K: lanes = 16 weight rows (llama.cpp's repacked float order) --------
+// --- Q4_K and Q5_K: lanes = 16 weight rows (the K4 float chain) -------------
 //
-// llama.cpp runs Q4_K through its repacked q4_K_8x8 kernels, whose float
-// accumulators advance once per super-block (gemv) or per 64 elements
-// (gemm) in a fixed serial order, so here each lane is one weight row and
-// runs that same chain; integer sums are exact in any order. Activations
-// are broadcast: dword v of sub-block s of super-block k is at record k,
-// byte k4_sub_off(s) + 4v (layout at K4_BYTES).
+// The K4 chain (k4_chain) advances each row's float accumulators once per
+// super-block (one token alone) or per 64 elements (gemm) in a fixed serial
+// order, so here each lane is one weight row and runs that chain; integer
+// sums are exact in any order. Activations are broadcast: dword v of
+// sub-block s of super-block k is at record k, byte k4_sub_off(s) + 4v
+// (layout at K4_BYTES). The kernels take the type as a compile-time
+// constant (matmul_k4): Q5_K adds each weight's 5th bit from qh.
 
-#define Q4K_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
+#define K4_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
 
-// Bytes ahead of the current block that q4k_rows_n and q4k_decode8 prefetch
+// Bytes ahead of the current block that k4_rows_n and k4_decode8 prefetch
 // in each row: 8 or 16 streams at DRAM latency need more requests in flight
 // than the hardware prefetcher issues (a 2-thread matvec went from ~50 to
 // ~62 GB/s; q4k_rows_n on weights from DRAM got about 25% faster).
@@ -282,38 +283,52 @@ ALWAYS_INLINE void q4k_rows_scales(const uint8_t *const rows[16], size_t off, __
 
 ALWAYS_INLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)load_u32(p)); }
 
+// Bit s of each byte of qh, as 16 added to the weight bytes of v.
+ALWAYS_INLINE __m512i add_bit4(__m512i v, __m512i qh, __m512i bit_s) {
+    return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh, bit_s), v, _mm512_set1_epi8(16));
+}
+
 // y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
-ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x, size_t xs,
-                              int gemm, float *y, size_t ldy, const int NT) {
-    __m512 s1[Q4K_TILE_T], s2[Q4K_TILE_T];
-    __m512i I[Q4K_TILE_T], M[Q4K_TILE_T];
+ALWAYS_INLINE void k4_rows_n(uint32_t type, const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x,
+                             size_t xs, int gemm, float *y, size_t ldy, const int NT) {
+    __m512 s1[K4_TILE_T], s2[K4_TILE_T];
+    __m512i I[K4_TILE_T], M[K4_TILE_T];
     for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm512_setzero_ps(), I[t] = M[t] = _mm512_setzero_si512();
     const __m512i m4 = _mm512_set1_epi8(15);
     for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * sizeof(block_q4_K);
-        __m512i sc[8], mnp[4];
+        const size_t off = (size_t)k * k4_block_bytes(type);
+        __m512i sc[8], mnp[4], qh[8];
         __m512 dw, dmw;
         q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
+        if (type == Q_Q5_K) rows_load32(rows, off + K4_QH_OFF, qh);  // qh[v] lane r: dword v of row r's qh
         for (int r = 0; r < 16; r++)  // the 3 cache lines a block ahead may touch
             for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
         const uint8_t *u = x + (size_t)k * K4_BYTES;  // this super-block's activation record
         for (int c = 0; c < 4; c++) {
             __m512i raw[8], nib[8];
-            rows_load32(rows, off + offsetof(block_q4_K, qs) + 32 * (size_t)c, raw);
+            rows_load32(rows, off + k4_qs_off(type) + 32 * (size_t)c, raw);
             for (int h = 0; h < 2; h++) {
-                const size_t sub = k4_sub_off(2 * c + h);
-                for (int v = 0; v < 8; v++) nib[v] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[v], 4) : raw[v], m4);
+                const int s = 2 * c + h;
+                for (int v = 0; v < 8; v++) {
+                    nib[v] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[v], 4) : raw[v], m4);
+                    if (type == Q_Q5_K) nib[v] = add_bit4(nib[v], qh[v], _mm512_set1_epi8((char)(1 << s)));
+                }
+                // partial sums of G dwords (4 products each) stay within
+                // int16 (G * 4 * 31 * 128 < 2^15 for Q5_K's G = 2, 15 for
+                // Q4_K's G = 4), so VPDPWSSD against sc (high half 0)
+                // multiplies them exactly
+                const int G = type == Q_Q5_K ? 2 : 4;
                 for (int t = 0; t < NT; t++) {
-                    const uint8_t *a = u + (size_t)t * xs + sub;  // dword v: elements 4v..4v+3
-                    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], bcast32(a));
-                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], bcast32(a + 4));
-                    for (int v = 2; v < 8; v += 2) {
-                        i0 = _mm512_dpbusd_epi32(i0, nib[v], bcast32(a + 4 * v));
-                        i1 = _mm512_dpbusd_epi32(i1, nib[v + 1], bcast32(a + 4 * v + 4));
+                    const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
+                    for (int v0 = 0; v0 < 8; v0 += 2 * G) {
+                        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[v0], bcast32(a + 4 * v0));
+                        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[v0 + 1], bcast32(a + 4 * v0 + 4));
+                        for (int v = v0 + 2; v < v0 + 2 * G; v += 2) {
+                            i0 = _mm512_dpbusd_epi32(i0, nib[v], bcast32(a + 4 * v));
+                            i1 = _mm512_dpbusd_epi32(i1, nib[v + 1], bcast32(a + 4 * v + 4));
+                        }
+                        I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], i0, sc[s]), i1, sc[s]);
                     }
-                    // |i0|, |i1| <= 16 * 15 * 127 fit int16, so VPDPWSSD against
-                    // sc (high half 0) multiplies them exactly
-                    I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], i0, sc[2 * c + h]), i1, sc[2 * c + h]);
                 }
             }
             for (int t = 0; t < NT; t++)
@@ -332,10 +347,10 @@ ALWAYS_INLINE void q4k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(s1[t], s2[t]));
 }
 
-// --- Q4_K decode: one token, 8 rows streamed side by side ------------------
+// --- Q4_K and Q5_K decode: one token, 8 rows streamed side by side --------
 //
 // One token (decode, and llama.cpp's gemv leftovers of a batch) runs the
-// same per-row float chain as q4k_rows_n with NT = 1: per super-block, exact
+// same per-row float chain as k4_rows_n with NT = 1: per super-block, exact
 // integers I and M, then s1 = fma(I, fp16(d) * d_x, s1) and s2 = fma(M,
 // fp16(dmin) * d_x, s2). Only the integer work is arranged differently: each
 // row's qs load straight from memory (64 bytes a vector, no transposition),
@@ -386,18 +401,33 @@ static const int8_t Q4K_MN[64] = {Z16, Z16, B2(8), B2(9), B2(10), B2(11), B2(12)
 #undef B8
 #undef Z16
 
+// Bit a of the qh bytes in the low 256 bits, bit b in the high ones: the
+// 5th bits of the sub-blocks whose weights a 64-byte qs vector holds.
+ALWAYS_INLINE __m512i bits_ab(int a, int b) {
+    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << a)), _mm256_set1_epi8((char)(1 << b)), 1);
+}
+
 // One row's integers of one super-block: lanes 0..7 of the result sum to I,
-// lanes 8..15 to M. q: the row's qs; sc: the row's scale bytes in every
-// 128-bit lane; X: the activation record's 4 q vectors; pairs: its words.
-ALWAYS_INLINE __m512i q4k_decode_row(const uint8_t *q, __m512i sc, const __m512i X[4], __m512i pairs) {
+// lanes 8..15 to M. blk: the row's block; sc: the row's scale bytes in
+// every 128-bit lane; X: the activation record's 4 q vectors; pairs: its words.
+ALWAYS_INLINE __m512i k4_decode_row(uint32_t type, const uint8_t *blk, __m512i sc, const __m512i X[4],
+                                    __m512i pairs) {
     const __m512i m4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512();
+    const uint8_t *q = blk + k4_qs_off(type);
     const __m512i w0 = load512(q), w1 = load512(q + 64);
+    // the weights of sub-blocks (0 | 2), (1 | 3), (4 | 6), (5 | 7)
+    __m512i W[4] = {_mm512_and_si512(w0, m4), _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4),
+                    _mm512_and_si512(w1, m4), _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4)};
+    if (type == Q_Q5_K) {  // element l of each sub-block: byte l of qh, in both halves
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + K4_QH_OFF)));
+        for (int j = 0; j < 4; j++) W[j] = add_bit4(W[j], qh, bits_ab(j % 2 + 4 * (j / 2), j % 2 + 4 * (j / 2) + 2));
+    }
     // P0..P3 dword lanes 0..7 / 8..15: Σ q*x over 4 elements of sub-blocks
-    // (0 | 2), (1 | 3), (4 | 6), (5 | 7); |P| <= 4 * 15 * 128 packs into int16
-    const __m512i P0 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(w0, m4), X[0]);
-    const __m512i P1 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(w0, 4), m4), X[1]);
-    const __m512i P2 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(w1, m4), X[2]);
-    const __m512i P3 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(w1, 4), m4), X[3]);
+    // (0 | 2), (1 | 3), (4 | 6), (5 | 7); |P| <= 4 * 31 * 128 packs into int16
+    const __m512i P0 = _mm512_dpbusd_epi32(zero, W[0], X[0]);
+    const __m512i P1 = _mm512_dpbusd_epi32(zero, W[1], X[1]);
+    const __m512i P2 = _mm512_dpbusd_epi32(zero, W[2], X[2]);
+    const __m512i P3 = _mm512_dpbusd_epi32(zero, W[3], X[3]);
     __m512i I = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(P0, P1), _mm512_shuffle_epi8(sc, load512(Q4K_SC01)));
     I = _mm512_dpwssd_epi32(I, _mm512_packs_epi32(P2, P3), _mm512_shuffle_epi8(sc, load512(Q4K_SC23)));
     // fold I's 16 lanes into 8, then M's 4 products into lanes 8..11
@@ -420,14 +450,15 @@ ALWAYS_INLINE __m512i q4k_reduce8(const __m512i V[8]) {
 }
 
 // y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x.
-static void q4k_decode8(const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x, float *y) {
+ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
+                              float *y) {
     // halves of the two header vectors: d of rows 0-3, dmin of rows 0-3, d of 4-7, dmin of 4-7
     const __m512i dsel = _mm512_setr_epi32(0 | 8 << 16, 16 | 24 << 16, 1 | 9 << 16, 17 | 25 << 16,
                                            32 | 40 << 16, 48 | 56 << 16, 33 | 41 << 16, 49 | 57 << 16,
                                            0, 0, 0, 0, 0, 0, 0, 0);
     __m512 acc = _mm512_setzero_ps();  // lanes as q4k_reduce8: s1 and s2 of each row
     for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * sizeof(block_q4_K);
+        const size_t off = (size_t)k * k4_block_bytes(type);
         const uint8_t *rec = x + (size_t)k * K4_BYTES;
         const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
         const __m512i pairs = load512(rec + K4_W);
@@ -439,7 +470,7 @@ static void q4k_decode8(const uint8_t *const rows[8], int nvalid, int64_t n, con
         for (int r = 0; r < 8; r++) {
             const __m512i s4 = r < 4 ? sa : sb;
             const __m512i sc = lane128_bcast(s4, r % 4);  // row r's scale bytes, 4 times
-            V[r] = q4k_decode_row(rows[r] + off + offsetof(block_q4_K, qs), sc, X, pairs);
+            V[r] = k4_decode_row(type, rows[r] + off, sc, X, pairs);
         }
         const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(ha, dsel, hb)));
         const __m512 D = _mm512_mul_ps(dw, _mm512_set1_ps(load_f32(rec + K4_W)));
@@ -450,11 +481,11 @@ static void q4k_decode8(const uint8_t *const rows[8], int nvalid, int64_t n, con
     _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
 
-// Tokens [0, ngemm) run llama.cpp's gemm (ngemm a multiple of 4), the rest
-// its gemv: each of those exactly as one token alone, whether q4k_decode8
-// computes it or q4k_rows_n (same float chain, cheaper for several tokens).
-static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
-                        int ngemm, float *y, size_t ldy) {
+// Tokens [0, ngemm) run the gemm order (ngemm a multiple of 4), the rest
+// one token's: each of those exactly as one token alone, whether k4_decode8
+// computes it or k4_rows_n (same float chain, cheaper for several tokens).
+ALWAYS_INLINE void matmul_k4_t(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                               size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     for (int r0 = 0; r0 < nr; r0 += 16) {
         const int nv = nr - r0 < 16 ? nr - r0 : 16;
         const uint8_t *rows[16];
@@ -464,117 +495,18 @@ static void matmul_q4_K(int64_t n, const uint8_t *w, size_t ws, int nr, const ui
             const uint8_t *xt = x + (size_t)t * xs;
             const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
             if (left >= 8) {
-                q4k_rows_n(rows, nv, n, xt, xs, gemm, yt, ldy, 8);
+                k4_rows_n(type, rows, nv, n, xt, xs, gemm, yt, ldy, 8);
                 t += 8;
             } else if (left >= 4) {
-                q4k_rows_n(rows, nv, n, xt, xs, gemm, yt, ldy, 4);
+                k4_rows_n(type, rows, nv, n, xt, xs, gemm, yt, ldy, 4);
                 t += 4;
             } else if (left >= 2) {
-                q4k_rows_n(rows, nv, n, xt, xs, 0, yt, ldy, 2);
+                k4_rows_n(type, rows, nv, n, xt, xs, 0, yt, ldy, 2);
                 t += 2;
             } else {  // one token: the decode kernel, 8 rows at a time
                 for (int r = 0; r < nv; r += 8)
-                    q4k_decode8(rows + r, nv - r < 8 ? nv - r : 8, n, xt, yt + r);
+                    k4_decode8(type, rows + r, nv - r < 8 ? nv - r : 8, n, xt, yt + r);
                 t += 1;
-            }
-        }
-    }
-}
-
-// --- Q5_K: lanes = 16 weight rows (llama.cpp's vec_dot float order) ------
-//
-// llama.cpp's x86 Q5_K kernel (ggml_vec_dot_q5_K_q8_K, AVX2 code: there is
-// no AVX-512 one) keeps 8 float lanes per row, lane j gathering elements
-// 32s + 4j .. 32s + 4j + 3 of every sub-block s, and one fma per lane and
-// super-block; the mins go to a scalar chain. Here, as for Q4_K, a vector
-// lane is a weight row, and each of ggml's 8 lanes is its own vector:
-// acc[j] lane r follows row r's lane j (dot_q5_K states the math).
-
-#define Q5K_TILE_T 16  // tokens per pass over a group of 16 rows (at most)
-
-// The 5-bit weights of one super-block of 16 rows at byte off: W[s][j]
-// lane r = weights 4j..4j+3 of sub-block s of row r. Bit s of qh byte e is
-// the 5th bit of element e of sub-block s; a shift by 4 - s moves it to bit 4.
-ALWAYS_INLINE void q5k_rows_weights(const uint8_t *const rows[16], size_t off, __m512i W[8][8]) {
-    __m512i qh[8], raw[8];
-    rows_load32(rows, off + offsetof(block_q5_K, qh), qh);
-    const __m512i m4 = _mm512_set1_epi8(15), bit4 = _mm512_set1_epi8(0x10);
-    for (int c = 0; c < 4; c++) {
-        rows_load32(rows, off + offsetof(block_q5_K, qs) + 32 * (size_t)c, raw);
-        for (int h = 0; h < 2; h++) {
-            const int s = 2 * c + h;
-            for (int j = 0; j < 8; j++) {
-                const __m512i lo = _mm512_and_si512(h ? _mm512_srli_epi16(raw[j], 4) : raw[j], m4);
-                const __m512i hb = s < 4 ? _mm512_slli_epi32(qh[j], 4 - s) : _mm512_srli_epi32(qh[j], s - 4);
-                W[s][j] = _mm512_ternarylogic_epi32(lo, hb, bit4, 0xF8);  // lo | (hb & bit4)
-            }
-        }
-    }
-}
-
-// y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
-ALWAYS_INLINE void q5k_rows_n(const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x, size_t xs,
-                              float *y, size_t ldy, const int NT) {
-    __m512 acc[Q5K_TILE_T][8], S[Q5K_TILE_T];
-    for (int t = 0; t < NT; t++) {
-        S[t] = _mm512_setzero_ps();
-        for (int j = 0; j < 8; j++) acc[t][j] = _mm512_setzero_ps();
-    }
-    const __m512i zero = _mm512_setzero_si512();
-    for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * sizeof(block_q5_K);
-        __m512i sc[8], mnp[4], W[8][8];
-        __m512 dw, dmw;
-        q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);  // d, dmin, scales: as in Q4_K
-        q5k_rows_weights(rows, off, W);
-        const uint8_t *u = x + (size_t)(k / 2) * UNIT_BYTES;  // this super-block's unit
-        const int L0 = (int)(8 * k % 16);                      // its first lane
-        for (int t = 0; t < NT; t++) {
-            const uint8_t *a = u + (size_t)t * xs;
-            const __m512 dx = _mm512_set1_ps(load_f32(a + UNIT_D + 4 * L0));
-            const __m512 D = _mm512_mul_ps(dw, dx);
-            for (int j = 0; j < 8; j++) {
-                // Σ q*x over 4 elements is at most 4 * 31 * 127 in magnitude: it
-                // fits int16, so VPDPWSSD against sc (high half 0) scales it exactly
-                __m512i i0 = zero, i1 = zero;
-                for (int s = 0; s < 8; s += 2) {
-                    const uint8_t *p = a + 64 * j + 4 * (L0 + s);
-                    i0 = _mm512_dpwssd_epi32(i0, _mm512_dpbusd_epi32(zero, W[s][j], bcast32(p)), sc[s]);
-                    i1 = _mm512_dpwssd_epi32(i1, _mm512_dpbusd_epi32(zero, W[s + 1][j], bcast32(p + 4)), sc[s + 1]);
-                }
-                acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), D, acc[t][j]);
-            }
-            __m512i M = zero;
-            for (int p = 0; p < 4; p++) M = _mm512_dpwssd_epi32(M, mnp[p], bcast32(a + UNIT_W + 4 * (L0 + 2 * p)));
-            S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmw, dx), S[t]);
-        }
-    }
-    const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
-    for (int t = 0; t < NT; t++) {
-        const __m512 *v = acc[t];  // hsum_float_8's pairing: ((0+4) + (2+6)) + ((1+5) + (3+7))
-        const __m512 h = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6])),
-                                       _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7])));
-        _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(h, S[t]));
-    }
-}
-
-static void matmul_q5_K(int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
-                        float *y, size_t ldy) {
-    for (int r0 = 0; r0 < nr; r0 += 16) {
-        const int nv = nr - r0 < 16 ? nr - r0 : 16;
-        const uint8_t *rows[16];
-        for (int r = 0; r < 16; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        int tn;
-        for (int t = 0; t < nt; t += tn) {
-            for (tn = Q5K_TILE_T; tn > nt - t;) tn /= 2;
-            float *yt = y + (size_t)t * ldy + r0;
-            const uint8_t *xt = x + (size_t)t * xs;
-            switch (tn) {
-            case 16: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 16); break;
-            case 8: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 8); break;
-            case 4: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 4); break;
-            case 2: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 2); break;
-            default: q5k_rows_n(rows, nv, n, xt, xs, yt, ldy, 1); break;
             }
         }
     }
@@ -657,8 +589,8 @@ const tile_fn q_tiles_avx512[Q_TYPE_COUNT] = {
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {
-    if (type == Q_Q4_K) matmul_q4_K(n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
-    else matmul_q5_K(n, w, ws, nr, x, xs, nt, y, ldy);
+    if (type == Q_Q4_K) matmul_k4_t(Q_Q4_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
+    else matmul_k4_t(Q_Q5_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
 }
 
 #endif  // Q_AVX512

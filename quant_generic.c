@@ -12,30 +12,20 @@ static int lane_dot(const int q[32], const uint8_t *unit, int L) {
     return s;
 }
 
-// Lane j's integer sum of one Q5_K super-block (see dot_q5_K): isum[j] =
-// Σ_s sc[s] * Σ q*x over elements 32s + 4j .. 32s + 4j + 3; the activations
-// are lanes L0.. of unit u0.
-static void q5k_ints_c(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0, int32_t isum[8]) {
-    for (int j = 0; j < 8; j++) {
-        isum[j] = 0;
-        for (int s = 0; s < 8; s++) {
-            int32_t p = 0;
-            for (int i = 0; i < 4; i++) p += q5k_value(b, 32 * s + 4 * j + i) * (int8_t)u0[lane_pos(L0 + s, 4 * j + i)];
-            isum[j] += sc[s] * p;
-        }
-    }
-}
-
-// Pair p's parts of I and M for one Q4_K super-block (see q4k_chain):
+// Pair p's parts of I and M for one Q4_K or Q5_K block (see k4_chain):
 // sub-blocks 2p and 2p + 1, rec its activation record (Σx from its bsums pairs).
-static void q4k_ints_c(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
+static void k4_ints_c(uint32_t type, const uint8_t *blk, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
     uint8_t sc[8], mn[8];
-    k4_scales(b->scales, sc, mn);
+    k4_scales(((const block_q4_K *)blk)->scales, sc, mn);
     for (int p = 0; p < 4; p++) {
         I[p] = 0;
         for (int s = 2 * p; s < 2 * p + 2; s++) {
             int32_t dot = 0;
-            for (int j = 0; j < 32; j++) dot += q4k_value(b, 32 * s + j) * (int8_t)rec[k4_sub_off(s) + j];
+            for (int j = 0; j < 32; j++) {
+                const int e = 32 * s + j;
+                const int q = type == Q_Q5_K ? q5k_value((const block_q5_K *)blk, e) : q4k_value((const block_q4_K *)blk, e);
+                dot += q * (int8_t)rec[k4_sub_off(s) + j];
+            }
             I[p] += sc[s] * dot;
         }
         const uint32_t pair = load_u32(rec + K4_PAIRS + 4 * p);
@@ -154,14 +144,13 @@ const tile_fn q_tiles_generic[Q_TYPE_COUNT] = {
     [Q_BF16] = tile_bf16,
 };
 
-// One row against one token at a time (dot_q4_K, dot_q5_K).
+// One row against one token at a time (dot_k4).
 void q_matmul_k_generic(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                         size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     for (int r = 0; r < nr; r++)
         for (int t = 0; t < nt; t++) {
             const uint8_t *wr = w + (size_t)r * ws, *xt = x + (size_t)t * xs;
-            y[(size_t)t * ldy + r] = type == Q_Q4_K ? dot_q4_K(wr, xt, n, t < ngemm, q4k_ints_c)
-                                                    : dot_q5_K(wr, xt, n, q5k_ints_c);
+            y[(size_t)t * ldy + r] = dot_k4(type, wr, xt, n, t < ngemm, k4_ints_c);
         }
 }
 

@@ -178,48 +178,40 @@ static inline size_t lane_pos(int L, int p) { return (size_t)(64 * (p >> 2) + 4 
 #define K16_C 256
 #define K16_D 320
 
-// Q4_K activation rows: one 320-byte record per super-block: q[256] with
-// sub-block s at k4_sub_off(s), then 16 words: word 0 = d (float), words
-// 8..11 = the int16 pairs (Σq of sub-block 2p, Σq of sub-block 2p + 1),
-// the rest 0. The q order pairs each 64-byte vector with 64 bytes of Q4_K's
-// qs: qs[0..63] hold sub-blocks 0 and 2 in their low nibbles and 1 and 3 in
-// the high ones, so vector j = 0, 1, 2, 3 holds sub-blocks (0, 2), (1, 3),
-// (4, 6), (5, 7), 32 elements each in element order.
+// Q4_K and Q5_K activation rows: one 320-byte record per super-block:
+// q[256] with sub-block s at k4_sub_off(s), then 16 words: word 0 = d
+// (float), words 8..11 = the int16 pairs (Σq of sub-block 2p, Σq of
+// sub-block 2p + 1), the rest 0. The q order pairs each 64-byte vector with
+// 64 bytes of the weights' qs: qs[0..63] hold sub-blocks 0 and 2 in their
+// low nibbles and 1 and 3 in the high ones, so vector j = 0, 1, 2, 3 holds
+// sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), 32 elements each in element
+// order.
 #define K4_BYTES 320
 #define K4_W 256       // the 16 words
 #define K4_PAIRS 288   // word 8: the first bsums pair
 
 static inline size_t k4_sub_off(int s) { return (size_t)(64 * (2 * (s >> 2) + (s & 1)) + 32 * ((s >> 1) & 1)); }
 
-// The integer min part of super-block k of a Q5_K row, M = Σ mn[s] * Σx_s
-// over its sub-blocks s (Σx from the activation's bsums pairs); exact.
-static inline int32_t k32_min_sum(const uint8_t mn[8], const uint8_t *x, int64_t k) {
-    const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
-    int32_t m = 0;
-    for (int p = 0; p < 4; p++) {
-        const uint32_t pair = load_u32(u0 + UNIT_W + 4 * ((8 * k + 2 * p) % 16));
-        m += mn[2 * p] * (int16_t)(pair & 0xffff) + mn[2 * p + 1] * (int16_t)(pair >> 16);
-    }
-    return m;
+// Q4_K and Q5_K (the "K4" types) share a block's head (d, dmin, the 12
+// scale bytes: block_q4_K's first fields), the activation record above and
+// the float chain below; Q5_K keeps the 5th bits (qh) between head and qs.
+static inline size_t k4_block_bytes(uint32_t type) { return type == Q_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K); }
+static inline size_t k4_qs_off(uint32_t type) {
+    return type == Q_Q5_K ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
 }
+#define K4_QH_OFF offsetof(block_q5_K, qh)
 
-// ggml's horizontal sum of 8 float lanes (hsum_float_8): the upper half onto
-// the lower, then (0 + 2) + (1 + 3).
-static inline float hsum8_ggml(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
-
-// Q4_K in the float order of llama.cpp's repacked q4_K_8x8 kernels: per
-// super-block the integer sums I = Σ sc * Σ q*x and M = Σ mn * Σx (Σx from
-// the activation's bsums pairs) enter two float accumulators, s1 with
-// D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x (each rounded to
-// float), one fma per super-block (gemv: decode and leftover tokens) or per
-// 64 elements (gemm: tokens in full groups of 4); the result is s1 - s2
-// (dot_q4_K). q4k_chain takes one super-block: I[p] and M[p] are pair p's
-// parts of I and M (sub-blocks 2p and 2p + 1), rec its activation record.
-static inline void q4k_chain(const block_q4_K *b, const uint8_t *rec, const int32_t I[4], const int32_t M[4],
-                             int gemm, float *s1, float *s2) {
+// The K4 float chain (first llama.cpp's order for Q4_K, its repacked
+// q4_K_8x8 kernels'): per super-block the integer sums I = Σ sc * Σ q*x and
+// M = Σ mn * Σx (Σx from the activation's bsums pairs) enter two float
+// accumulators, s1 with D = fp16(d) * d_x and s2 with Dm = fp16(dmin) * d_x
+// (each rounded to float), one fma per super-block (one token alone: decode
+// and lone tokens) or per 64 elements (gemm: tokens in full groups of 4);
+// the result is s1 - s2 (dot_k4). k4_chain takes one super-block: I[p] and
+// M[p] are pair p's parts of I and M (sub-blocks 2p and 2p + 1), rec its
+// activation record.
+static inline void k4_chain(const block_q4_K *b, const uint8_t *rec, const int32_t I[4], const int32_t M[4],
+                            int gemm, float *s1, float *s2) {
     const float dx = load_f32(rec + K4_W);
     const float D = half_f32(b->d) * dx, Dm = half_f32(b->dmin) * dx;
     int32_t isum = 0, msum = 0;
@@ -234,52 +226,24 @@ static inline void q4k_chain(const block_q4_K *b, const uint8_t *rec, const int3
     }
 }
 
-// Q4_K: q4k_chain states the float order; ints: the ISA's integer sums (as
-// q4k_ints_c in quant_generic.c).
-typedef void (*q4k_ints_fn)(const block_q4_K *b, const uint8_t *rec, int32_t I[4], int32_t M[4]);
-ALWAYS_INLINE float dot_q4_K(const uint8_t *w, const uint8_t *x, int64_t n, int gemm, q4k_ints_fn ints) {
+// One K4 row against one token: k4_chain states the float order; ints: the
+// ISA's integer sums of one block (as k4_ints_c in quant_generic.c).
+typedef void (*k4_ints_fn)(uint32_t type, const uint8_t *blk, const uint8_t *rec, int32_t I[4], int32_t M[4]);
+ALWAYS_INLINE float dot_k4(uint32_t type, const uint8_t *w, const uint8_t *x, int64_t n, int gemm, k4_ints_fn ints) {
     float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q4_K)) {
+    for (int64_t k = 0; k < n / 256; k++, w += k4_block_bytes(type)) {
         const uint8_t *rec = x + k * K4_BYTES;
         int32_t I[4], M[4];
-        ints((const block_q4_K *)w, rec, I, M);
-        q4k_chain((const block_q4_K *)w, rec, I, M, gemm, &s1, &s2);
+        ints(type, w, rec, I, M);
+        k4_chain((const block_q4_K *)w, rec, I, M, gemm, &s1, &s2);
     }
     return s1 - s2;
-}
-
-// Q5_K in the float order of llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its
-// AVX2 code, which AVX-512 builds run too): 8 float lanes, lane j holding
-// elements 32s + 4j .. 32s + 4j + 3 of every sub-block s. Per super-block,
-// lane j's exact integer sum Σ_s sc[s] * Σ q*x enters with one fma by
-// D = d_x * fp16(d); the mins run in their own chain S = fma(Dm, M, S) with
-// Dm = d_x * fp16(dmin) and M = Σ mn[s] * Σx_s. The result is
-// hsum8(lanes) - S (llama.cpp adds summs = -S).
-// ints: the ISA's lane sums (as q5k_ints_c in quant_generic.c).
-typedef void (*q5k_ints_fn)(const block_q5_K *b, const uint8_t sc[8], const uint8_t *u0, int L0, int32_t isum[8]);
-ALWAYS_INLINE float dot_q5_K(const uint8_t *w, const uint8_t *x, int64_t n, q5k_ints_fn ints) {
-    float lane[8] = {0};
-    float S = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++, w += sizeof(block_q5_K)) {
-        const block_q5_K *b = (const block_q5_K *)w;
-        uint8_t sc[8], mn[8];
-        k4_scales(b->scales, sc, mn);
-        const uint8_t *u0 = x + (8 * k / 16) * UNIT_BYTES;
-        const int L0 = (int)(8 * k % 16);
-        const float dx = load_f32(u0 + UNIT_D + 4 * L0);
-        const float D = half_f32(b->d) * dx, Dm = half_f32(b->dmin) * dx;
-        int32_t isum[8];
-        ints(b, sc, u0, L0, isum);
-        for (int j = 0; j < 8; j++) lane[j] = fmaf((float)isum[j], D, lane[j]);
-        S = fmaf((float)k32_min_sum(mn, x, k), Dm, S);
-    }
-    return hsum8_ggml(lane) - S;
 }
 
 // ---------------------------------------------------------------------------
 // Unit kernels: the float order every build shares
 //
-// Apart from Q4_K and Q5_K (above: llama.cpp's own float orders), a weight
+// Apart from Q4_K and Q5_K (above: the K4 chain), a weight
 // row is cut into units of 16 lanes (16 blocks of 32, the 16 groups of a
 // Q6_K super-block, 16 floats, or 16 pairs of bf16). Each lane runs its own
 // float chain over the row's units, one fma per unit (integer dot products,
@@ -330,7 +294,7 @@ static inline float reduce16(const float a[16]) {
 //     quill computes with but Q4_K and Q5_K);
 //   q_matmul_k_ISA: Q4_K and Q5_K, whose kernels run their own loops: y[t *
 //     ldy + r] for nr rows and nt tokens (q_matmul's arguments), tokens
-//     [0, ngemm) in llama.cpp's gemm order (ngemm a multiple of 4), the rest
+//     [0, ngemm) in the gemm order (ngemm a multiple of 4; see k4_chain), the rest
 //     each as one token alone.
 // ---------------------------------------------------------------------------
 #if defined(Q_AVX512)

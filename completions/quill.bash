@@ -42,7 +42,7 @@ _quill() {
     info)     opts=$help ;;
     list)     opts="--json $help" ;;
     ppl)      opts="$backend -f --file --no-bos" ;;
-    bench)    opts="$backend -p -n --n-predict" ;;
+    bench)    opts="$backend -p -n --n-predict --stats-json" ;;
     tokenize) opts="-m --model -f --file --ids --no-bos --special $help" ;;
     batch)    opts="$backend $sampling -i --input -o --output --lines --parallel --chunk --kv-mem --unordered" ;;
     *)        opts="$backend $sampling -f --file --echo --prompt-cache --draft --lookup --draft-max

@@ -2,7 +2,8 @@
 # tests/bench.sh BUILD SHARED — `make bench`: prefill and decode speed of a
 # Llama-3.2-1B-shaped model (random weights from models/synth.py, written once)
 # in Q4_K_M and Q8_0 against the measured memory bandwidth, a long context with
-# --kv f16 / q8, the tokenizer's speed, and quill batch as --parallel grows.
+# --kv f16 / q8, decode on a busy machine (CPU only), the tokenizer's speed,
+# and quill batch as --parallel grows.
 # Prints numbers; asserts nothing. Environment (defaults in brackets):
 #   BENCH_SHAPES [llama-3.2-1b]   BENCH_TYPES [Q4_K_M Q8_0]   BENCH_DIR [models]
 #   QUILL_ARGS   extra quill options, e.g. --gpu [none]
@@ -39,6 +40,25 @@ for shape in $shapes; do
         "$build/quill" bench $args -m "$f" -p "${BENCH_LONG_P:-1024}" -n "${BENCH_N:-64}" --kv $kv
     done
 done
+# A busy machine: decode while other processes (busy loops) hold one core,
+# then every core. Work inside a matmul is claimed as threads go, so with a
+# core taken all threads should not be slower than one, and with every core
+# taken decode should slow in proportion rather than collapse.
+if [ -z "$args" ]; then
+    ncpu=$(nproc)
+    for shape in $shapes; do
+        model "$shape" Q4_K_M
+        for busy in 0 1 "$ncpu"; do
+            pids=()
+            for ((i = 0; i < busy; i++)); do sh -c 'while :; do :; done' & pids+=($!); done
+            for t in 1 "$ncpu"; do
+                line=$("$build/quill" bench -m "$f" -p 16 -n "${BENCH_N:-64}" -t "$t" 2>/dev/null | grep "^decode")
+                echo "== busy machine: $busy of $ncpu cores held by other processes, -t $t: ${line%%=*}"
+            done
+            [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}"
+        done
+    done
+fi
 if [ -x "$build/tests/test_tokenizer" ]; then
     echo "== tokenizer encode speed (1 MiB texts, one thread)"
     SHARED="$shared" "$build/tests/test_tokenizer" --bench

@@ -28,7 +28,7 @@ fi
 for f in "${flavours[@]}"; do
     name=${f%%:*}
     # shellcheck disable=SC2086  # the flags are words
-    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -fopenmp -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c util.c -lm; then
+    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c util.c -lm; then
         echo "FAIL could not compile the $name copy of test_quant"
         fail=1
         continue

@@ -2,15 +2,15 @@
 //
 //   build/tests/test_quant           run the tests (from the repo root; SHARED
 //                                    names the shared data, default ../shared)
-//   build/tests/test_quant --bench   single-thread kernel speeds, no checks
+//   build/tests/test_quant --bench [TYPE]   single-thread kernel speeds, no checks
 //   build/tests/test_quant --dump    hashes of q_matmul outputs (tests/t_isa.sh)
 //
 // References: numpy's float16 and a float64 numpy dequantizer written from the
 // ggml layouts (tests/ref_quant.py, which checks itself against higher-
 // precision copies of the same tensors); hand-derived activation
 // quantizations; float64 dot products for q_matmul; and, for Q4_K and Q5_K,
-// re-statements of llama.cpp's x86 float orders that q_matmul must match bit
-// for bit on every path (SIMD or scalar, one token or a tile).
+// a re-statement of their float order (the K4 chain) that q_matmul must
+// match bit for bit on every path (SIMD or scalar, one token or a tile).
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -202,7 +202,7 @@ static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float 
         memcpy(d, rec + 320, 4);
         return (int8_t)rec[lane_byte(j / 16, j % 16)];
     }
-    if (wtype == Q_Q4_K) {  // 320-byte records: q[256] (sub-block s at k4_sub_byte(s)), d at 256
+    if (wtype == Q_Q4_K || wtype == Q_Q5_K) {  // 320-byte records: q[256] (sub-block s at k4_sub_byte(s)), d at 256
         const uint8_t *rec = xq + (i / 256) * 320;
         const int j = (int)(i % 256);
         memcpy(d, rec + 256, 4);
@@ -491,59 +491,33 @@ static void ref_k_scales(const uint8_t *scb, int sc[8], int mn[8]) {
     }
 }
 
-// llama.cpp's x86 ggml_vec_dot_q5_K_q8_K (its AVX2 code, which AVX-512
-// builds also run), one ggml block_q5_K row (176-byte blocks: fp16 d, dmin,
-// 12 packed 6-bit scale/min bytes, qh[32], qs[128]) against the q and d of a
-// quantized activation row. Float order: 8 lanes, lane j = elements
-// 32s + 4j..32s + 4j + 3 of all 8 sub-blocks s, lane = fma(d_x * d, Σ_s sc*Σqx,
-// lane) per super-block; summs = fma(-d_x * dmin, Σ_s mn*Σx, summs); result
-// hsum_float_8(lanes) + summs.
-static float ref_q5_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n) {
-    float lane[8] = {0}, summs = 0.0f;
-    for (int64_t k = 0; k < n / 256; k++) {
-        const uint8_t *b = w + 176 * k, *scb = b + 4, *qh = b + 16, *qs = b + 48;
-        uint16_t dh, mh;
-        memcpy(&dh, b, 2), memcpy(&mh, b + 2, 2);
-        int sc[8], mn[8], a[256];
-        ref_k_scales(scb, sc, mn);
-        float dx = 0.0f;
-        for (int e = 0; e < 256; e++) a[e] = act_q(Q_Q5_K, xq, n, 256 * k + e, &dx);
-        int32_t isum[8] = {0}, imin = 0;
-        for (int s = 0; s < 8; s++)
-            for (int l = 0; l < 32; l++) {
-                const int q = ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15) + 16 * ((qh[l] >> s) & 1);
-                isum[l / 4] += sc[s] * q * a[32 * s + l];
-                imin += mn[s] * a[32 * s + l];
-            }
-        const float d = dx * fp16_to_f32(dh), dmin = -dx * fp16_to_f32(mh);
-        for (int j = 0; j < 8; j++) lane[j] = fmaf(d, (float)isum[j], lane[j]);
-        summs = fmaf(dmin, (float)imin, summs);
-    }
-    return (((lane[4] + lane[0]) + (lane[6] + lane[2])) + ((lane[5] + lane[1]) + (lane[7] + lane[3]))) + summs;
-}
-
-// llama.cpp's repacked Q4_K kernels (ggml_gemv_q4_K_8x8_q8_K and
-// ggml_gemm_q4_K_8x8_q8_K), one ggml block_q4_K row (144-byte blocks: fp16
-// d, dmin, 12 packed 6-bit scale/min bytes, qs[128]). Per super-block the
+// The K4 float chain of Q4_K and Q5_K rows (first llama.cpp's order for
+// Q4_K, that of its repacked ggml_gemv/gemm_q4_K_8x8_q8_K), one ggml block
+// row (Q4_K: 144-byte blocks of fp16 d, dmin, 12 packed 6-bit scale/min
+// bytes, qs[128]; Q5_K: 176 bytes, qh[32] before qs). Per super-block the
 // exact integers I = Σ_s sc*Σqx and M = Σ_s mn*Σx enter two float chains,
 // acc = fma(I, d_x * d, acc) and accm = fma(M, d_x * dmin, accm), once per
-// super-block (gemv: one token, or a batch's tokens after its last full group
-// of 4) or once per 64 elements (gemm); the result is acc - accm.
-static float ref_q4_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n, int gemm) {
+// super-block (one token alone, or a batch's tokens after its last full
+// group of 4) or once per 64 elements (gemm); the result is acc - accm.
+typedef float (*ref_dot_fn)(uint32_t type, const uint8_t *w, const uint8_t *xq, int64_t n, int gemm);
+
+static float ref_k4_dot(uint32_t type, const uint8_t *w, const uint8_t *xq, int64_t n, int gemm) {
+    const int q5 = type == Q_Q5_K, bb = q5 ? 176 : 144;
     float acc = 0.0f, accm = 0.0f;
     for (int64_t k = 0; k < n / 256; k++) {
-        const uint8_t *b = w + 144 * k, *scb = b + 4, *qs = b + 16;
+        const uint8_t *b = w + bb * k, *scb = b + 4, *qh = b + 16, *qs = b + (q5 ? 48 : 16);
         uint16_t dh, mh;
         memcpy(&dh, b, 2), memcpy(&mh, b + 2, 2);
         int sc[8], mn[8], a[256];
         ref_k_scales(scb, sc, mn);
         float dx = 0.0f;
-        for (int e = 0; e < 256; e++) a[e] = act_q(Q_Q4_K, xq, n, 256 * k + e, &dx);
+        for (int e = 0; e < 256; e++) a[e] = act_q(type, xq, n, 256 * k + e, &dx);
         const float d = dx * fp16_to_f32(dh), dmin = dx * fp16_to_f32(mh);
         int32_t isum = 0, imin = 0;
         for (int s = 0; s < 8; s++) {
             for (int l = 0; l < 32; l++) {
-                isum += sc[s] * ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15) * a[32 * s + l];
+                const int q = ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15) + (q5 ? 16 * ((qh[l] >> s) & 1) : 0);
+                isum += sc[s] * q * a[32 * s + l];
                 imin += mn[s] * a[32 * s + l];
             }
             if (s % 2 == 1 && (gemm || s == 7)) {
@@ -554,15 +528,6 @@ static float ref_q4_K_dot(const uint8_t *w, const uint8_t *xq, int64_t n, int ge
         }
     }
     return acc - accm;
-}
-
-// A row · activation product in llama.cpp's float order; gemm selects the
-// batched order (Q4_K: tokens in full groups of 4) where a type has one.
-typedef float (*ref_dot_fn)(const uint8_t *w, const uint8_t *xq, int64_t n, int gemm);
-
-static float ref_q5_K_any(const uint8_t *w, const uint8_t *xq, int64_t n, int gemm) {
-    (void)gemm;  // Q5_K has one order: vec_dot
-    return ref_q5_K_dot(w, xq, n);
 }
 
 // q_matmul's products must equal ref bit for bit (greedy outputs on near-tied
@@ -591,70 +556,91 @@ static void check_order(uint32_t type, const int (*shapes)[2], size_t n_shapes, 
             for (int t = 0; t < nt; t++)
                 for (int i = 0; i < nr; i++, checked++) {
                     const int gemm = t < nt - nt % 4;
-                    const float want = ref(w + i * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
+                    const float want = ref(type, w + i * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
                     if (fbits(got) != fbits(want) && bad++ < 3)
-                        fail("%s order n=%lld nr=%d nt=%d row %d token %d: %a, llama.cpp's order gives %a",
+                        fail("%s order n=%lld nr=%d nt=%d row %d token %d: %a, the reference order gives %a",
                              qtype_get(type)->name, (long long)n, nr, nt, i, t, got, want);
                 }
             free(w), free(xq), free(x), free(y);
         }
-    if (bad) fail("%s order: %d of %d products differ from llama.cpp's float order", qtype_get(type)->name, bad, checked);
-    printf("%s float order (%s): %d products bit-identical to llama.cpp's\n", qtype_get(type)->name,
+    if (bad) fail("%s order: %d of %d products differ from the reference float order", qtype_get(type)->name, bad, checked);
+    printf("%s float order (%s): %d products bit-identical to the reference's\n", qtype_get(type)->name,
            q_simd_name(), checked - bad);
 }
 
-static void test_q5_K_order(void) {
-    static const int shapes[][2] = {{1, 1}, {16, 1}, {17, 3}, {5, 8}, {33, 13}, {3, 16}};
-    check_order(Q_Q5_K, shapes, sizeof shapes / sizeof shapes[0], 0x5EED5EED5ull, ref_q5_K_any);
-}
-
-// Q4_K: one token (the decode kernel, 8 rows at a time) and batches whose full
-// groups of 4 tokens take the gemm order and the rest the gemv order.
-static void test_q4_K_order(void) {
+// Q4_K and Q5_K: one token (the decode kernel, 8 rows at a time) and batches
+// whose full groups of 4 tokens take the gemm order and the rest the
+// one-token order.
+static void test_k4_order(void) {
     static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {16, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {3, 7}};
-    check_order(Q_Q4_K, shapes, sizeof shapes / sizeof shapes[0], 0x4B4B4B4Bull, ref_q4_K_dot);
+    check_order(Q_Q4_K, shapes, sizeof shapes / sizeof shapes[0], 0x4B4B4B4Bull, ref_k4_dot);
+    check_order(Q_Q5_K, shapes, sizeof shapes / sizeof shapes[0], 0x5EED5EED5ull, ref_k4_dot);
 }
 
 // ------------------------------------------------------------------- bench
 
-// Single-thread speeds over a 8192 x 2048 weight matrix: the decode matvec
-// (GB/s of weights streamed), a 64-token product called as cpu.c does (64-row
-// slices), and activation quantization. Best of several runs: the machine
-// may be shared.
-static void bench(void) {
+// Single-thread speeds: the decode matvec over weights far larger than the
+// last-level cache (BENCH_MIB of 8192 x 2048 matrices, visited in turn, as a
+// decode step visits a model's matrices: GB/s of weights streamed from DRAM),
+// the same on one matrix that stays in cache, a 64-token product called as
+// cpu.c does (64-row slices), and activation quantization. For reference,
+// one thread summing the same bytes (the memory's limit for one thread).
+// Best of several runs: the machine may be shared.
+#define BENCH_MIB 512
+
+static double read_gbs(const uint8_t *p, size_t bytes) {
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        uint64_t s = 0;
+        const double t0 = now_sec();
+        for (size_t i = 0; i < bytes; i += 8) { uint64_t v; memcpy(&v, p + i, 8); s += v; }
+        sink += s;
+        best = fmax(best, bytes / (now_sec() - t0) / 1e9);
+    }
+    return best;
+}
+
+static void bench(const char *only) {
     static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32};
     const int64_t n = 2048;
     const int rows = 8192, ntok = 64;
     rng_t r = {42};
-    printf("q_matmul, one thread, %s; weights %d x %lld; best of 10 (matvec), 3 (64 tokens)\n", q_simd_name(), rows,
-           (long long)n);
-    printf("%-5s %12s %14s %16s %16s\n", "type", "matvec GB/s", "matvec GMAC/s", "64-token GMAC/s", "quantize ns/el");
+    printf("q_matmul, one thread, %s; weights %d x %lld (%d MiB of them for DRAM); best of 3\n", q_simd_name(), rows,
+           (long long)n, BENCH_MIB);
+    printf("%-5s %14s %14s %13s %16s %16s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
+           "64-token GMAC/s", "quantize ns/el");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
-        const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n);
-        uint8_t *w = xmalloc64(rb * rows), *xq = xmalloc64(xs * ntok);
+        if (only && strcmp(only, qtype_get(type)->name)) continue;
+        const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n), mb = rb * rows;
+        const int nmat = (int)(((size_t)BENCH_MIB << 20) / mb) + 1;
+        uint8_t *w = xmalloc64(mb * nmat), *xq = xmalloc64(xs * ntok);
         float *x = xmalloc64(sizeof(float) * n * ntok), *y = xmalloc64(sizeof(float) * rows * ntok);
         for (int i = 0; i < rows; i++) random_row(&r, type, w + i * rb, n);
+        for (int m = 1; m < nmat; m++) memcpy(w + m * mb, w, mb);
         for (int64_t i = 0; i < n * ntok; i++) x[i] = (float)gauss(&r);
-        double bestq = 1e9, best1 = 1e9, bestt = 1e9;
+        double bestq = 1e9, bestd = 1e9, bestc = 1e9, bestt = 1e9;
         for (int rep = 0; rep < 3; rep++) {
-            const double t0 = now_sec();
+            double t0 = now_sec();
             for (int t = 0; t < ntok; t++) q_quantize_act(type, x + t * n, xq + t * xs, n);
             bestq = fmin(bestq, now_sec() - t0);
-        }
-        for (int rep = 0; rep < 10; rep++) {
-            const double t0 = now_sec();
-            q_matmul(type, n, w, rb, rows, xq, xs, 1, 1, y, rows);
-            best1 = fmin(best1, now_sec() - t0);
-        }
-        for (int rep = 0; rep < 3; rep++) {
-            const double t0 = now_sec();
+            t0 = now_sec();
+            for (int m = 0; m < nmat; m++) q_matmul(type, n, w + m * mb, rb, rows, xq, xs, 1, 1, y, rows);
+            bestd = fmin(bestd, (now_sec() - t0) / nmat);
+            for (int k = 0; k < 4; k++) {
+                t0 = now_sec();
+                q_matmul(type, n, w, rb, rows, xq, xs, 1, 1, y, rows);
+                bestc = fmin(bestc, now_sec() - t0);
+            }
+            t0 = now_sec();
             for (int r0 = 0; r0 < rows; r0 += 64)
                 q_matmul(type, n, w + (size_t)r0 * rb, rb, 64, xq, xs, ntok, ntok, y + r0, rows);
             bestt = fmin(bestt, now_sec() - t0);
         }
-        printf("%-5s %12.1f %14.1f %16.1f %16.2f\n", qtype_get(type)->name, rb * rows / best1 / 1e9,
-               (double)n * rows / best1 / 1e9, (double)n * rows * ntok / bestt / 1e9, bestq / (n * ntok) * 1e9);
+        printf("%-5s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f\n", qtype_get(type)->name, mb / bestd / 1e9,
+               read_gbs(w, mb * nmat), mb / bestc / 1e9, (double)n * rows * ntok / bestt / 1e9,
+               bestq / (n * ntok) * 1e9);
         free(w), free(xq), free(x), free(y);
     }
 }
@@ -710,7 +696,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
-        bench();
+        bench(argc > 2 ? argv[2] : NULL);
         return 0;
     }
     const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
@@ -731,8 +717,7 @@ int main(int argc, char **argv) {
     test_act_q8_K();
     test_act_float();
     test_matmul();
-    test_q4_K_order();
-    test_q5_K_order();
+    test_k4_order();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

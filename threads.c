@@ -1,0 +1,144 @@
+// threads.c — see threads.h.
+//
+// A job is published by bumping `gen`; workers wait for it to change and
+// the caller waits for `done` to reach it. Each wait spins for TP_SPIN_NS
+// (the gaps between a decode step's sections are microseconds, and a futex
+// wake-up costs tens of them), then sleeps on the word with futex(2). A
+// sleeper first counts itself in `sleepers`, then re-reads the word; a waker
+// changes the word, then reads the count (both sequentially consistent), so
+// either the sleeper sees the change or the waker sees the sleeper, and a
+// wake-up is never lost while the common case makes no system call.
+#include "threads.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define TP_SPIN_NS 50000  // how long a waiting thread spins before it sleeps
+
+typedef struct {
+    _Atomic uint32_t word;  // the value waited on
+    atomic_int sleepers;    // threads in futex_wait on it
+} tp_event;
+
+typedef struct {
+    tpool *pool;
+    int i;
+} tp_worker;
+
+struct tpool {
+    int n;               // threads, the caller included
+    pthread_t *threads;  // [n - 1] workers
+    tp_worker *args;     // [n - 1]
+    tp_fn fn;            // the current job (written before gen is bumped)
+    void *ctx;
+    tp_event gen;        // number of the current job
+    tp_event done;       // number of the last job every worker finished
+    atomic_int pending;  // workers still running the current job
+    atomic_int stop;
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Waits until e->word != old and returns the new value.
+static uint32_t ev_wait(tp_event *e, uint32_t old) {
+    uint32_t v;
+    int64_t t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if ((v = atomic_load_explicit(&e->word, memory_order_acquire)) != old) return v;
+        if (i % 128 == 0) {  // the clock every ~128 pauses
+            const int64_t t = now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > TP_SPIN_NS) break;
+        }
+        cpu_relax();
+    }
+    for (;;) {
+        atomic_fetch_add(&e->sleepers, 1);
+        if (atomic_load(&e->word) == old) syscall(SYS_futex, &e->word, FUTEX_WAIT_PRIVATE, old, NULL, NULL, 0);
+        atomic_fetch_sub(&e->sleepers, 1);
+        if ((v = atomic_load_explicit(&e->word, memory_order_acquire)) != old) return v;
+    }
+}
+
+static void ev_set(tp_event *e, uint32_t v) {
+    atomic_store(&e->word, v);
+    if (atomic_load(&e->sleepers)) syscall(SYS_futex, &e->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void *worker_main(void *arg) {
+    const tp_worker *w = arg;
+    tpool *p = w->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        seen = ev_wait(&p->gen, seen);
+        if (atomic_load(&p->stop)) return NULL;
+        p->fn(p->ctx, w->i, p->n);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) ev_set(&p->done, seen);
+    }
+}
+
+tpool *tp_create(int n_threads) {
+    tpool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads > 1 ? n_threads : 1;
+    p->threads = calloc((size_t)p->n, sizeof *p->threads);
+    p->args = calloc((size_t)p->n, sizeof *p->args);
+    if (!p->threads || !p->args) {
+        free(p->threads), free(p->args), free(p);
+        return NULL;
+    }
+    for (int i = 1; i < p->n; i++) {
+        p->args[i - 1] = (tp_worker){p, i};
+        const int rc = pthread_create(&p->threads[i - 1], NULL, worker_main, &p->args[i - 1]);
+        if (rc) {
+            p->n = i;  // the workers started so far are stopped and joined
+            tp_free(p);
+            errno = rc;
+            return NULL;
+        }
+    }
+    return p;
+}
+
+void tp_free(tpool *p) {
+    if (!p) return;
+    atomic_store(&p->stop, 1);
+    ev_set(&p->gen, atomic_load(&p->gen.word) + 1);
+    for (int i = 0; i < p->n - 1; i++) pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    free(p->args);
+    free(p);
+}
+
+int tp_threads(const tpool *p) { return p->n; }
+
+void tp_run(tpool *p, tp_fn fn, void *ctx) {
+    if (p->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    const uint32_t job = atomic_load_explicit(&p->gen.word, memory_order_relaxed) + 1;
+    ev_set(&p->gen, job);  // publishes fn, ctx and pending with it
+    fn(ctx, 0, p->n);
+    ev_wait(&p->done, job - 1);
+}
