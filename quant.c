@@ -480,6 +480,8 @@ static void matmul_units(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws,
                     float out[TILE_T];
                     if (nt > 1 && t0 == 0 && u0 == 0 && r + 1 < r1)
                         for (size_t l = 0; l < rb; l += 64) __builtin_prefetch(w + (size_t)(r + 1) * ws + l, 0, 3);
+                    if (nt == 1)  // a row's worth, DECODE_AHEAD further on
+                        for (size_t l = 0; l < rb; l += 64) __builtin_prefetch(w + (size_t)r * ws + DECODE_AHEAD + l, 0, 0);
                     tile(w + (size_t)r * ws, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
                     for (int t = 0; t < tn; t++) {
                         float *yp = y + (size_t)(t0 + t) * ldy + r;

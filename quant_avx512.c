@@ -15,7 +15,6 @@
 
 static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 
-static inline __m512i iota16(void) { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
 
 // One stage of an 8-vector transposition: exchanges bit `stage` of the
 // vector index (a holds 0, b holds 1) with bit `stage` of the lane index.
@@ -91,16 +90,20 @@ ALWAYS_INLINE __m512i spread_bits(__m512i bits, int v) {
     return _mm512_permutexvar_epi32(_mm512_srlv_epi32(bits, _mm512_set1_epi32(4 * v)), table);
 }
 
-// Q5_0/Q5_1: lane b's qh (bit e = weight e's 5th bit) from a gather.
+// Q5_0/Q5_1: lane b's qh (bit e = weight e's 5th bit).
 ALWAYS_INLINE void add_high_bits(const uint8_t *blocks, size_t bs, size_t qh_off, __m512i q[8]) {
-    const __m512i qh = _mm512_i32gather_epi32(_mm512_mullo_epi32(iota16(), _mm512_set1_epi32((int)bs)),
-                                              blocks + qh_off, 1);
+    uint32_t w[16];  // one by one, not a gather (see block_scales)
+    for (int b = 0; b < 16; b++) w[b] = load_u32(blocks + qh_off + (size_t)b * bs);
+    const __m512i qh = _mm512_loadu_si512(w);
     for (int v = 0; v < 8; v++) q[v] = _mm512_or_si512(q[v], spread_bits(qh, v));
 }
 
 // d (and m) of 16 blocks: the dword at each block's start holds d | m << 16.
+// (Loaded one by one: a gather of the 16 dwords took ~30% of a Q4_0 matvec.)
 ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, unit_regs *r) {
-    const __m512i dm = _mm512_i32gather_epi32(_mm512_mullo_epi32(iota16(), _mm512_set1_epi32((int)bs)), blocks, 1);
+    uint32_t w[16];
+    for (int b = 0; b < 16; b++) w[b] = load_u32(blocks + (size_t)b * bs);
+    const __m512i dm = _mm512_loadu_si512(w);
     r->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
     r->m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
 }
@@ -230,11 +233,11 @@ ALWAYS_INLINE void q6k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_
 
 #define K4_TILE_T 8  // tokens per pass over a group of 16 rows (at most)
 
-// Bytes ahead of the current block that k4_rows_n and k4_decode8 prefetch
-// in each row: 8 or 16 streams at DRAM latency need more requests in flight
-// than the hardware prefetcher issues (a 2-thread matvec went from ~50 to
-// ~62 GB/s; q4k_rows_n on weights from DRAM got about 25% faster).
-#define Q4K_PREFETCH (2 * sizeof(block_q4_K))
+// Bytes ahead of the current block that k4_rows_n prefetches in each of its
+// 16 rows: 16 streams at DRAM latency need more requests in flight than the
+// hardware prefetcher issues (k4_rows_n on weights from DRAM got about 25%
+// faster). The one-token kernel streams one row at a time (DECODE_AHEAD).
+#define K4_ROWS_PREFETCH (2 * sizeof(block_q4_K))
 
 // z[v] lane r = dword v of the 16 bytes at rows[r] + off (v < 4).
 ALWAYS_INLINE void rows_load16(const uint8_t *const rows[16], size_t off, __m512i z[4]) {
@@ -302,7 +305,7 @@ ALWAYS_INLINE void k4_rows_n(uint32_t type, const uint8_t *const rows[16], int n
         q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
         if (type == Q_Q5_K) rows_load32(rows, off + K4_QH_OFF, qh);  // qh[v] lane r: dword v of row r's qh
         for (int r = 0; r < 16; r++)  // the 3 cache lines a block ahead may touch
-            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
+            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + K4_ROWS_PREFETCH + 64 * l, _MM_HINT_T0);
         const uint8_t *u = x + (size_t)k * K4_BYTES;  // this super-block's activation record
         for (int c = 0; c < 4; c++) {
             __m512i raw[8], nib[8];
@@ -347,15 +350,17 @@ ALWAYS_INLINE void k4_rows_n(uint32_t type, const uint8_t *const rows[16], int n
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(s1[t], s2[t]));
 }
 
-// --- Q4_K and Q5_K decode: one token, 8 rows streamed side by side --------
+// --- Q4_K and Q5_K decode: one token, 8 rows at a time ---------------------
 //
-// One token (decode, and llama.cpp's gemv leftovers of a batch) runs the
-// same per-row float chain as k4_rows_n with NT = 1: per super-block, exact
-// integers I and M, then s1 = fma(I, fp16(d) * d_x, s1) and s2 = fma(M,
-// fp16(dmin) * d_x, s2). Only the integer work is arranged differently: each
-// row's qs load straight from memory (64 bytes a vector, no transposition),
-// paired with the activation record's vectors (see K4_BYTES), and the
-// 8 rows' integer vectors are summed by one transposing reduction.
+// One token (decode, and a batch's lone tokens) runs the same per-row float
+// chain as k4_rows_n with NT = 1: per super-block, exact integers I and M,
+// then s1 = fma(I, fp16(d) * d_x, s1) and s2 = fma(M, fp16(dmin) * d_x, s2).
+// Only the integer work is arranged differently: each row's qs load
+// straight from memory (64 bytes a vector, no transposition), paired with
+// the activation record's vectors (see K4_BYTES), and the 8 rows' integer
+// vectors of a block are summed by one transposing reduction. The rows are
+// read one after another, not side by side: a single memory stream, which
+// a 2-core decode read ~25% faster than 8 streams.
 
 // Per 4 rows (128-bit lane r = row r's 16 header bytes: d | dmin << 16, the
 // 12 scale bytes), the unpacked 6-bit values: lane r bytes 0..7 = sc[0..7],
@@ -449,38 +454,44 @@ ALWAYS_INLINE __m512i q4k_reduce8(const __m512i V[8]) {
                             _mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+#define K4_PIECE 16  // super-blocks per piece of the rows (8 rows x 16 x 64 B = 8 KiB of integer vectors)
+
 // y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x.
+// The rows are read one after another (one memory stream), K4_PIECE
+// blocks at a time; then each block's 8 integer vectors are reduced and
+// enter the float chains in block order.
 ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int nvalid, int64_t n, const uint8_t *x,
                               float *y) {
     // halves of the two header vectors: d of rows 0-3, dmin of rows 0-3, d of 4-7, dmin of 4-7
     const __m512i dsel = _mm512_setr_epi32(0 | 8 << 16, 16 | 24 << 16, 1 | 9 << 16, 17 | 25 << 16,
                                            32 | 40 << 16, 48 | 56 << 16, 33 | 41 << 16, 49 | 57 << 16,
                                            0, 0, 0, 0, 0, 0, 0, 0);
+    const size_t bb = k4_block_bytes(type);
+    const int64_t nb = n / 256;
     __m512 acc = _mm512_setzero_ps();  // lanes as q4k_reduce8: s1 and s2 of each row
-    for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * k4_block_bytes(type);
-        const uint8_t *rec = x + (size_t)k * K4_BYTES;
-        const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
-        const __m512i pairs = load512(rec + K4_W);
-        const __m512i ha = q4k_headers4(rows, off), hb = q4k_headers4(rows + 4, off);
-        const __m512i sa = q4k_scales4(ha), sb = q4k_scales4(hb);
-        __m512i V[8];
-        for (int r = 0; r < 8; r++)  // the 3 cache lines a block ahead may touch (past the end: harmless)
-            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + Q4K_PREFETCH + 64 * l, _MM_HINT_T0);
-        for (int r = 0; r < 8; r++) {
-            const __m512i s4 = r < 4 ? sa : sb;
-            const __m512i sc = lane128_bcast(s4, r % 4);  // row r's scale bytes, 4 times
-            V[r] = k4_decode_row(type, rows[r] + off, sc, X, pairs);
+    for (int64_t k0 = 0; k0 < nb; k0 += K4_PIECE) {
+        const int kn = nb - k0 < K4_PIECE ? (int)(nb - k0) : K4_PIECE;
+        __m512i V[K4_PIECE][8];
+        for (int r = 0; r < 8; r++)
+            for (int k = 0; k < kn; k++) {
+                const uint8_t *blk = rows[r] + (size_t)(k0 + k) * bb, *rec = x + (size_t)(k0 + k) * K4_BYTES;
+                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
+                const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
+                const __m512i sc = q4k_scales4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)blk)));
+                V[k][r] = k4_decode_row(type, blk, sc, X, load512(rec + K4_W));
+            }
+        for (int k = 0; k < kn; k++) {
+            const size_t off = (size_t)(k0 + k) * bb;
+            const __m512i ha = q4k_headers4(rows, off), hb = q4k_headers4(rows + 4, off);
+            const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(ha, dsel, hb)));
+            const __m512 D = _mm512_mul_ps(dw, _mm512_set1_ps(load_f32(x + (size_t)(k0 + k) * K4_BYTES + K4_W)));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4k_reduce8(V[k])), D, acc);
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(ha, dsel, hb)));
-        const __m512 D = _mm512_mul_ps(dw, _mm512_set1_ps(load_f32(rec + K4_W)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4k_reduce8(V)), D, acc);
     }
     const __m512 res = _mm512_sub_ps(acc, _mm512_shuffle_f32x4(acc, acc, _MM_SHUFFLE(2, 3, 0, 1)));
     const __m512 out = _mm512_maskz_compress_ps(0x0f0f, res);  // lanes 0-3, 8-11: s1 - s2 of rows 0-7
     _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
-
 // Tokens [0, ngemm) run the gemm order (ngemm a multiple of 4), the rest
 // one token's: each of those exactly as one token alone, whether k4_decode8
 // computes it or k4_rows_n (same float chain, cheaper for several tokens).

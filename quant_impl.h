@@ -256,6 +256,13 @@ ALWAYS_INLINE float dot_k4(uint32_t type, const uint8_t *w, const uint8_t *x, in
 
 #define TILE_T 16           // tokens sharing one unpacked weight unit (register tile)
 
+// One token (decode) streams each weight row once, and a core running the
+// kernels needs more reads in flight than the hardware prefetcher issues: the
+// kernels ask for the bytes DECODE_AHEAD further on as they go.
+#ifndef DECODE_AHEAD
+#define DECODE_AHEAD 8192
+#endif
+
 // out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
 // t < tn; tn is 1, 2, 4, 8 or TILE_T; activation rows are xs bytes apart.
 typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,

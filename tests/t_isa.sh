@@ -28,7 +28,7 @@ fi
 for f in "${flavours[@]}"; do
     name=${f%%:*}
     # shellcheck disable=SC2086  # the flags are words
-    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c util.c -lm; then
+    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread; then
         echo "FAIL could not compile the $name copy of test_quant"
         fail=1
         continue
@@ -38,7 +38,7 @@ for f in "${flavours[@]}"; do
         cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/$name.txt")
 done
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
-    if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant*.c util.c -lm &&
+    if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread &&
         qemu-aarch64 -L /usr/aarch64-linux-gnu "$tmp/tq_arm" --dump >"$tmp/arm.txt"; then
         check "aarch64 copy, under qemu ($(head -1 "$tmp/arm.txt")): the same bits as this build" \
             cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/arm.txt")
