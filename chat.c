@@ -142,11 +142,14 @@ static int set_system(chat *c, const char *text) {
 }
 
 // The conversation's tokens: all messages rendered with the generation
-// prompt, then `partial` (an answer cut short by a context shift). *ids malloc'd.
+// prompt, then `partial` (an answer cut short by a context shift). *ids
+// malloc'd. Returns 0, -1 on a fatal error, TEMPLATE_REFUSED when the template
+// refuses the conversation (raise_exception: roles must alternate, ...).
+#define TEMPLATE_REFUSED 2
 static int conv_tokens(chat *c, const char *partial, size_t partial_len, int32_t **ids, int *n, char *err) {
     size_t len;
-    char *text = tpl_render(&c->tpl, c->msgs, c->n_msgs, 1, &len);
-    if (!text) return errf(err, "out of memory");
+    char *text;
+    if (tpl_render(&c->tpl, c->msgs, c->n_msgs, c->o->vars, 1, &text, &len, err)) return TEMPLATE_REFUSED;
     if (partial_len) {
         char *p = realloc(text, len + partial_len + 1);
         if (!p) return free(text), errf(err, "out of memory");
@@ -157,7 +160,7 @@ static int conv_tokens(chat *c, const char *partial, size_t partial_len, int32_t
     // parse_special: the template's markers (<|im_start|>, <s>) are single tokens;
     // BOS is added unless the template wrote it
     const char *bos = c->tpl.bos;
-    int add_bos = tok_add_bos(c->tok) && !(*bos && !strncmp(text, bos, strlen(bos)));
+    int add_bos = tok_add_bos(c->tok) && !(bos && *bos && !strncmp(text, bos, strlen(bos)));
     int rc = tok_encode(c->tok, text, len, add_bos, 1, ids, n, err);
     free(text);
     return rc;
@@ -198,12 +201,13 @@ static int answer_room(const chat *c) {
 // Tokenizes the conversation (+ partial answer), dropping the oldest
 // exchanges under --context-full shift until the prompt leaves room to
 // answer (counted in *dropped). Returns 1 when it cannot fit (the caller says
-// what to do).
+// what to do), TEMPLATE_REFUSED when the template refuses it.
 static int fit_context(chat *c, const char *partial, size_t plen, int32_t **ids, int *n, int *dropped,
                        char *err) {
     int ctx = model_ctx(c->m);
     for (;;) {
-        if (conv_tokens(c, partial, plen, ids, n, err)) return -1;
+        int rc = conv_tokens(c, partial, plen, ids, n, err);
+        if (rc) return rc;
         if (*n + answer_room(c) <= ctx || (*n < ctx && !c->o->context_shift)) break;
         if (!c->o->context_shift || !drop_oldest(c)) {
             if (*n < ctx) break;  // no room to spare, but some
@@ -254,6 +258,7 @@ static int shift_mid_answer(chat *c, textout *a, turn_stats *st, char *err) {
     int rc = fit_context(c, text, plen, &ids, &n, &dropped, err);
     free(text);
     note_dropped(c, dropped);
+    if (rc == TEMPLATE_REFUSED) return -1;
     if (rc) return rc;
     turn_stats re = {0};
     double t = now_sec();
@@ -316,6 +321,11 @@ static int chat_turn(chat *c, const char *user, char *err) {
     if (msg_push(c, "user", user, strlen(user))) return errf(err, "out of memory");
     int rc = fit_context(c, NULL, 0, &ids, &n, &dropped, err);
     note_dropped(c, dropped);
+    if (rc == TEMPLATE_REFUSED) {  // the message is not sent; the chat goes on
+        msg_remove(c, c->n_msgs - 1, 1);
+        complain("%s", err);
+        return 0;
+    }
     if (rc) {
         msg_remove(c, c->n_msgs - 1, 1);
         if (rc > 0)
@@ -465,7 +475,7 @@ static void cmd_stats(chat *c) {
             "quill: %d turns, %d messages, context %d/%d tokens | prefilled %ld tok (%.1f tok/s), reused %ld | "
             "generated %ld tok (%.1f tok/s) | template %s | %s | seed %" PRIu64 "\n",
             c->turns, c->n_msgs, model_len(c->m), model_ctx(c->m), c->n_prefilled, pre, c->n_reused,
-            c->n_generated, dec, tpl_family_name(c->tpl.family), model_backend_desc(c->m), c->o->sp.seed);
+            c->n_generated, dec, c->tpl.name, model_backend_desc(c->m), c->o->sp.seed);
 }
 
 static void cmd_help(void) {
@@ -508,21 +518,17 @@ static int chat_command(chat *c, const char *line) {
 
 static int chat_init(chat *c, model *m, const tokenizer *tok, const chat_opts *o, char *err) {
     *c = (chat){.m = m, .tok = tok, .o = o, .interrupted = &chat_sigint};
-    int recognized;
-    if (tpl_load(&c->tpl, model_gguf(m), tok, o->template_name, &recognized, err)) return -1;
-    if (!recognized && !o->quiet)
-        fprintf(stderr, "quill: warning: %s; using a plain \"User:/Assistant:\" format "
-                        "(--chat-template NAME picks another)\n",
-                gguf_find(model_gguf(m), "tokenizer.chat_template") ? "the model's chat template is not one quill knows"
-                                                                     : "the model has no chat template");
-    for (const char *const *s = tpl_stops(&c->tpl); *s; s++) c->stops[c->n_stops++] = *s;
+    int fallback;
+    if (tpl_load(&c->tpl, model_gguf(m), tok, o->template_name, &fallback, err)) return -1;
+    if (fallback && !o->quiet)
+        fprintf(stderr, "quill: warning: the model has no chat template; using a plain \"User:/Assistant:\" format "
+                        "(--chat-template NAME|FILE picks another)\n");
+    for (const char *const *s = c->tpl.stops; *s && c->n_stops < MAX_STOPS; s++) c->stops[c->n_stops++] = *s;
     for (int i = 0; i < o->n_stops && c->n_stops < MAX_STOPS; i++) c->stops[c->n_stops++] = o->stops[i];
     c->smp = sampler_new(&o->sp, model_cfg(m)->n_vocab);
     c->logits = malloc(sizeof(float) * (size_t)model_cfg(m)->n_vocab);
     c->kv_ids = malloc(sizeof(int32_t) * (size_t)model_ctx(m));
     if (!c->smp || !c->logits || !c->kv_ids || set_system(c, o->system)) return errf(err, "out of memory");
-    if (o->system && c->tpl.system_dropped)
-        note(c, "warning: this model's chat template has no system role; --system is dropped as the template does");
     model_rewind(m, 0);
     return 0;
 }
@@ -573,7 +579,7 @@ int chat_run(model *m, const tokenizer *tok, const chat_opts *o, char *err) {
         if (!o->quiet)
             fprintf(stderr, "quill: chat with %s (template %s, context %d tokens). /help lists commands; "
                             "Ctrl-D or Ctrl-C at an empty prompt ends.\n",
-                    o->model_path, tpl_family_name(c.tpl.family), model_ctx(m));
+                    o->model_path, c.tpl.name, model_ctx(m));
         rc = chat_loop(&c, err);
         sigaction(SIGINT, &old, NULL);
     }

@@ -9,13 +9,16 @@
 #ifndef QUILL_CHAT_H
 #define QUILL_CHAT_H
 
+#include <jansson.h>
+
 #include "model.h"
 #include "sample.h"
 #include "tokenizer.h"
 
 typedef struct {
     const char *model_path;     // -m: named in /save files, checked by /load
-    const char *template_name;  // --chat-template (NULL: the model's own)
+    const char *template_name;  // --chat-template NAME|FILE (NULL: the model's own)
+    const json_t *vars;         // more template variables (--var, --think); NULL: none
     const char *system;         // --system (NULL: none)
     int context_shift;          // --context-full shift (1: drop the oldest turns) or stop (0)
     int n_predict;              // -n: most tokens per answer (-1: until the end of the turn)

@@ -28,6 +28,7 @@
 #include "quant.h"
 #include "sample.h"
 #include "spec.h"
+#include "template.h"
 #include "textout.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -49,7 +50,9 @@ typedef struct {
     const char *stats_json;
     const char *prompt_cache;  // --prompt-cache: KV of the prompt kept in this file
     int interactive;           // -i: chat (also without -i when stdin is a terminal and no prompt)
-    const char *chat_template; // --chat-template NAME (NULL: the model's)
+    const char *chat_template; // --chat-template NAME|FILE (NULL: the model's)
+    json_t *tvars;             // --var NAME=JSON and --think: more chat template variables (NULL: none)
+    int no_gen_prompt;         // template: --no-generation-prompt
     const char *system;        // --system TEXT
     int context_stop;          // --context-full stop (default shift)
     const char *draft;         // --draft: speculative decoding with this draft model
@@ -94,7 +97,7 @@ static void die(const char *fmt, ...) {
 static void usage(FILE *out) {
     fputs(
         "usage: quill -m MODEL.gguf [options] [PROMPT...]\n"
-        "       quill -m MODEL.gguf [-i] [--system TEXT] [--chat-template NAME]   (chat)\n"
+        "       quill -m MODEL.gguf [-i] [--system TEXT] [--chat-template NAME|FILE]   (chat)\n"
         "       quill info MODEL.gguf\n"
         "       quill ppl -m MODEL.gguf -f TEXT [-c 512] [-t N]\n"
         "       quill bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [--stats-json FILE]\n"
@@ -102,6 +105,8 @@ static void usage(FILE *out) {
         "       quill batch -m MODEL.gguf [-i FILE] [-o FILE] [--lines] [--parallel N] [--chunk T]\n"
         "                   [--kv-mem SIZE] [--unordered] [generation options]\n"
         "       quill list [--json]      the models found by name (see -m): name, size, type, path\n"
+        "       quill template [-m MODEL.gguf | --chat-template NAME|FILE] [--no-generation-prompt]\n"
+        "                   [--var NAME=JSON] [--think MODE] [CONVERSATION.json]\n"
         "\n"
         "Generates a continuation of PROMPT (the arguments, else -f FILE, else stdin when it is\n"
         "not a terminal), taken byte for byte; only a prompt from stdin loses one trailing\n"
@@ -146,7 +151,13 @@ static void usage(FILE *out) {
         "                         and write it there after the prefill (with -n 0: only that)\n"
         "  -i, --interactive      chat, reading messages from stdin (answers on stdout)\n"
         "      --chat-template NAME  plain, chatml, llama2, llama3, mistral, gemma, phi3\n"
-        "                         (default: recognized from the model's tokenizer.chat_template)\n"
+        "                         or a Jinja FILE (default: the model's own tokenizer.chat_template,\n"
+        "                         rendered as transformers renders it; plain when it has none)\n"
+        "      --var NAME=JSON    (chat, template) a chat template variable, e.g. --var\n"
+        "                         enable_thinking=false or --var 'reasoning_effort=\"high\"'\n"
+        "      --think MODE       (chat, template) the thinking switch: on, off (enable_thinking,\n"
+        "                         Qwen3-style), low, medium, high (reasoning_effort, gpt-oss)\n"
+        "      --no-generation-prompt  (template) render without the assistant turn's opening\n"
         "      --system TEXT      (chat) the system prompt\n"
         "      --context-full M   (chat) when the context fills: shift (drop the oldest turns,\n"
         "                         default) or stop (ask for /reset)\n"
@@ -241,6 +252,34 @@ static const char *model_file(const char *value, char path[MP_PATH_MAX]) {
     exit(1);
 }
 
+// --var NAME=JSON: a variable for the chat template (the value is JSON; a bare
+// word that is not JSON is taken as a string).
+static void set_template_var(options *o, const char *arg) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) die("option --var: expected NAME=JSON, got '%s'", arg);
+    json_error_t je;
+    json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, &je);
+    if (!v) die("option --var %.*s: the value is not JSON (%s); a string is written \"...\"", (int)(eq - arg), arg,
+                je.text);
+    if (!o->tvars && !(o->tvars = json_object())) die("out of memory");
+    char *name = strndup(arg, (size_t)(eq - arg));
+    if (!name || json_object_set_new(o->tvars, name, v)) die("out of memory");
+    free(name);
+}
+
+// --think MODE: on / off set enable_thinking (Qwen3-style templates); low,
+// medium, high set reasoning_effort (gpt-oss) and enable_thinking.
+static void set_think(options *o, const char *mode) {
+    static const char *const modes[] = {"on", "off", "low", "medium", "high"};
+    int k = 0;
+    while (k < 5 && strcmp(mode, modes[k])) k++;
+    if (k == 5) die("option --think: expected on, off, low, medium or high, got '%s'", mode);
+    char var[64];
+    snprintf(var, sizeof var, "enable_thinking=%s", k == 1 ? "false" : "true");
+    set_template_var(o, var);
+    if (k >= 2) snprintf(var, sizeof var, "reasoning_effort=\"%s\"", mode), set_template_var(o, var);
+}
+
 // Parses argv[first..argc). Positional words become the prompt.
 static void parse_options(options *o, int argc, char **argv, int first) {
     *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128,
@@ -293,6 +332,9 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--draft-fixed")) o->spec.fixed = 1;
         else if (!strcmp(a, "-i") || !strcmp(a, "--interactive")) o->interactive = 1;
         else if (!strcmp(a, "--chat-template")) o->chat_template = ARG();
+        else if (!strcmp(a, "--var")) set_template_var(o, ARG());
+        else if (!strcmp(a, "--think")) set_think(o, ARG());
+        else if (!strcmp(a, "--no-generation-prompt")) o->no_gen_prompt = 1;
         else if (!strcmp(a, "--system")) o->system = ARG();
         else if (!strcmp(a, "--context-full")) {
             const char *v = ARG();
@@ -852,6 +894,44 @@ static int cmd_list(int argc, char **argv) {
     return 0;
 }
 
+// ---- template ---------------------------------------------------------------------
+
+// quill template: a conversation (OpenAI-style JSON from the file named, or
+// stdin) rendered by the chat template, byte for byte on stdout. With -m only
+// the metadata and vocabulary are read.
+static int cmd_template(int argc, char **argv) {
+    options o;
+    parse_options(&o, argc, argv, 2);
+    if (!o.model && !o.chat_template)
+        die("usage: quill template [-m MODEL.gguf | --chat-template NAME|FILE] [CONVERSATION.json]");
+    size_t len;
+    char *conv = o.prompt ? read_file(o.prompt, &len) : o.file ? read_file(o.file, &len)
+               : !isatty(STDIN_FILENO) ? read_all(stdin, "stdin", &len) : NULL;
+    if (!conv) die("quill template: give the conversation as a JSON file or on stdin");
+    gguf_file f;
+    tokenizer *tok = NULL;
+    char err[ERR_LEN];
+    if (o.model && gguf_open(&f, o.model, err)) die("%s", err);
+    if (o.model && tok_load(&tok, &f, err)) die("%s: %s", o.model, err);
+    chat_template t;
+    int fallback;
+    if (tpl_load(&t, o.model ? &f : NULL, tok, o.chat_template, &fallback, err)) die("%s", err);
+    if (fallback && !o.quiet) fprintf(stderr, "quill: the model has no chat template; using the plain format\n");
+    char *out;
+    size_t n;
+    if (tpl_render_text(&t, conv, len, o.tvars, !o.no_gen_prompt, &out, &n, err)) die("%s", err);
+    if ((fwrite(out, 1, n, stdout) != n || fflush(stdout)) && errno != EPIPE)
+        die("cannot write the output: %s", strerror(errno));
+    free(out);
+    tpl_free(&t);
+    if (o.model) gguf_close(&f);
+    tok_free(tok);
+    free(conv);
+    free((char *)o.prompt);
+    json_decref(o.tvars);
+    return 0;
+}
+
 // ---- chat ---------------------------------------------------------------------
 
 static int cmd_chat(const options *o) {
@@ -862,7 +942,7 @@ static int cmd_chat(const options *o) {
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
-    chat_opts co = {.model_path = o->model, .template_name = o->chat_template, .system = o->system,
+    chat_opts co = {.model_path = o->model, .template_name = o->chat_template, .vars = o->tvars, .system = o->system,
                     .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
                     .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp};
     char err[ERR_LEN];
@@ -980,11 +1060,14 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "tokenize")) return cmd_tokenize(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "batch")) return cmd_batch(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "list")) return cmd_list(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "template")) return cmd_template(argc, argv);
     options o;
     parse_options(&o, argc, argv, 1);
     int chat = o.interactive || (!o.prompt && !o.file && isatty(STDIN_FILENO));
     if (chat && (o.draft || o.lookup)) die("--draft and --lookup work in one-shot generation, not yet in chat");
+    if (!chat && o.tvars) die("--var and --think are for chats and quill template (a prompt is used as it is)");
     int rc = chat ? cmd_chat(&o) : cmd_generate(&o);
     free((char *)o.prompt);
+    json_decref(o.tvars);
     return rc;
 }

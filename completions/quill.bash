@@ -1,7 +1,7 @@
 # bash completion for quill: the subcommands, each one's options (those `quill --help`
 # lists; tests/t_docs.sh checks that they agree), GGUF files and the names of the models
 # `quill list` finds after -m and --draft, files after the other options that take one,
-# and the values of --kv, --chat-template and --context-full. Installed by make install as
+# and the values of --kv, --chat-template, --think and --context-full. Installed by make install as
 # share/bash-completion/completions/quill; without bash-completion: source this file.
 
 # COMPREPLY: the files under the word being completed that match the glob $2
@@ -28,7 +28,7 @@ _quill_words() { mapfile -t COMPREPLY < <(compgen -W "$1" -- "$2"); }
 
 _quill() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local cmds="info ppl bench tokenize batch list" sub=
+    local cmds="info ppl bench tokenize batch list template" sub=
     # a subcommand is the first word, as quill dispatches it
     if ((COMP_CWORD > 1)) && [[ " $cmds " == *" ${COMP_WORDS[1]} "* ]]; then sub=${COMP_WORDS[1]}; fi
 
@@ -44,9 +44,10 @@ _quill() {
     ppl)      opts="$backend -f --file --no-bos" ;;
     bench)    opts="$backend -p -n --n-predict --stats-json" ;;
     tokenize) opts="-m --model -f --file --ids --no-bos --special $help" ;;
+    template) opts="-m --model --chat-template --no-generation-prompt --var --think -q --quiet $help" ;;
     batch)    opts="$backend $sampling -i --input -o --output --lines --parallel --chunk --kv-mem --unordered" ;;
     *)        opts="$backend $sampling -f --file --echo --prompt-cache --draft --lookup --draft-max
-                    --draft-fixed -i --interactive --chat-template --system --context-full --version" ;;
+                    --draft-fixed -i --interactive --chat-template --var --think --system --context-full --version" ;;
     esac
 
     # the value of the option before the cursor
@@ -57,9 +58,10 @@ _quill() {
     --kv) _quill_words "f16 q8" "$cur"; return ;;
     --chat-template) _quill_words "plain chatml llama2 llama3 mistral gemma phi3" "$cur"; return ;;
     --context-full) _quill_words "shift stop" "$cur"; return ;;
+    --think) _quill_words "on off low medium high" "$cur"; return ;;
     -n | --n-predict | -p | -c | --ctx-size | -t | --threads | --temp | --top-k | --top-p | --min-p | \
     --repeat-penalty | --repeat-last-n | --seed | --stop | --draft-max | --system | --parallel | \
-    --chunk | --kv-mem) return ;;  # a number or free text
+    --chunk | --kv-mem | --var) return ;;  # a number or free text
     esac
 
     if [[ $cur == -* ]]; then
@@ -68,6 +70,8 @@ _quill() {
         _quill_words "$cmds" "$cur"
     elif [[ $sub == info ]]; then
         _quill_models "$cur" "${COMP_WORDS[0]}"
+    elif [[ $sub == template ]]; then
+        _quill_files "$cur" '*.json' 
     fi  # else a prompt: nothing to offer
 }
 

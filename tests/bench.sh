@@ -2,7 +2,8 @@
 # tests/bench.sh BUILD SHARED — `make bench`: prefill and decode speed of a
 # Llama-3.2-1B-shaped model (random weights from models/synth.py, written once)
 # in Q4_K_M and Q8_0 against the measured memory bandwidth, a long context with
-# --kv f16 / q8, decode on a busy machine (CPU only), the tokenizer's speed,
+# --kv f16 / q8, decode on a busy machine (CPU only), the tokenizer's speed, a chat
+# template's rendering time (20 turns, the largest template in $SHARED/templates),
 # and quill batch as --parallel grows.
 # Prints numbers; asserts nothing. Environment (defaults in brackets):
 #   BENCH_SHAPES [llama-3.2-1b]   BENCH_TYPES [Q4_K_M Q8_0]   BENCH_DIR [models]
@@ -64,6 +65,14 @@ if [ -x "$build/tests/test_tokenizer" ]; then
     SHARED="$shared" "$build/tests/test_tokenizer" --bench
 else
     echo "== tokenizer encode speed: skipped ($build/tests/test_tokenizer not built)"
+fi
+# A chat template: 20 turns rendered with the largest template in $SHARED/templates
+if [ -x "$build/tests/test_template" ]; then
+    largest=$(ls -S "$shared"/templates/*.jinja | head -n 1)
+    echo "== chat template rendering"
+    "$build/tests/test_template" bench "$largest"
+else
+    echo "== chat template rendering: skipped ($build/tests/test_template not built)"
 fi
 # Batched decode: aggregate tokens/s as --parallel grows (each step reads the
 # weights once for every sequence; the curve flattens where the step turns
