@@ -11,7 +11,10 @@ once into --models), and keeps each run's tokens/s for prefill of each prompt
 length and decode (tg). A run that another process disturbed is run again
 (up to 3 times): /proc/stat's busy and steal time during the run, minus the
 run's own CPU time, must stay under 5% of the machine. Prints every round,
-then per metric the medians and quill's ratio to llama.cpp. Asserts nothing.
+then per metric the medians and quill's ratio to llama.cpp: the median of
+the rounds' ratios (each round runs both under the same conditions; the
+host's memory bandwidth can change by half from one minute to the next).
+Asserts nothing.
 
 llama.cpp is never vendored or linked: --peer (or $LLAMA_BENCH) names a
 llama-bench binary; otherwise $QUILL_PEER_DIR (default ~/.cache/quill/peer)
@@ -185,12 +188,13 @@ def main():
             bws = got["quill"][2]
             print("round %d %-7s %s | bandwidth %.1f / %.1f GB/s" % (r + 1, ty, " | ".join(line), bws[0], bws[1]),
                   flush=True)
-    print("\nmedians of %d rounds (tok/s)" % args.rounds)
+    print("\nmedians of %d rounds (tok/s; ratio: the median of the rounds' quill / llama.cpp)" % args.rounds)
     print("%-7s %-6s %10s %10s %7s" % ("type", "test", "quill", "llama.cpp", "ratio"))
     for ty in types:
         for m in metrics:
-            q, p = (statistics.median(v) for v in rows[(ty, m)])
-            print("%-7s %-6s %10.1f %10.1f %7.2f" % (ty, m, q, p, q / p))
+            qs, ps = rows[(ty, m)]
+            ratio = statistics.median(q / p for q, p in zip(qs, ps))
+            print("%-7s %-6s %10.1f %10.1f %7.2f" % (ty, m, statistics.median(qs), statistics.median(ps), ratio))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,45 @@ def run(cmd):
     return p.stdout.decode("utf-8")
 
 
+# stories.tsv's rows are llama.cpp's continuations of a 260K-parameter model, not
+# chosen for clear margins (synth.tsv's are): where quill parts from one at a step
+# whose top-2 logits lie closer than NEAR_TIE in a float64 reference, the step is a
+# near tie that rounding decides, reported and not failed.
+NEAR_TIE = 0.1
+
+
+def reference_gap(path, prompt, texts, n):
+    """The float64 reference's logit gap where one of texts (continuations of prompt)
+    first parts from its greedy path (models/npllama.py, teacher-forced along that path):
+    z[its token] - z[the best token that keeps the parting text going]; the larger gap if
+    both part at that step; None if neither parts within n tokens."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+    import npllama
+    from gguf_reader import GGUFReader
+    tok, m = npllama.SPMTokenizer(GGUFReader(path)), npllama.LlamaRef(path)
+    ids = tok.encode(prompt)
+    m.reset()
+    if len(ids) > 1:
+        m._run(ids[:-1])
+    last, gen = ids[-1], []
+    for _ in range(n):
+        z = m.step(last)
+        top = int(np.argmax(z))
+        so_far = len(tok.decode(gen))
+        parting = [t for t in texts if not t.startswith(tok.decode(gen + [top]))]
+        if parting:
+            gaps = []
+            for t in parting:
+                keep = [c for c in range(len(z)) if c != top and len(tok.decode(gen + [c])) > so_far
+                        and t.startswith(tok.decode(gen + [c]))]
+                gaps.append(z[top] - max(z[c] for c in keep) if keep else float("inf"))
+            return max(gaps)
+        gen.append(top)
+        last = top
+    return None
+
+
 def continuations(quill, shared):
     fails = 0
     # GOLDEN_MODELS="a.gguf b.gguf": only those models' rows (each must have some)
@@ -39,10 +78,17 @@ def continuations(quill, shared):
             except RuntimeError as e:
                 got = "<%s>" % e
             ok = got == want
-            fails += not ok
-            print("%s %s %r" % ("ok  " if ok else "FAIL", model, prompt))
+            gap = None
+            if not ok and name == "stories.tsv" and not got.startswith("<"):
+                gap = reference_gap(path, prompt, [want, got], int(n))
+            tie = gap is not None and gap < NEAR_TIE
+            fails += not ok and not tie
+            print("%s %s %r" % ("ok  " if ok else "TIE " if tie else "FAIL", model, prompt))
             if not ok:
                 print("     want %r\n     got  %r" % (want, got))
+            if gap is not None:
+                print("     the float64 reference's top-2 gap where they part: %.3f (a near tie below %.2f)"
+                      % (gap, NEAR_TIE))
     for model in sorted(set(only) - seen):
         print("FAIL %s: no golden continuation names it" % model)
         fails += 1
