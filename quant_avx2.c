@@ -329,7 +329,7 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], in
         const __m256 dw = ks.d, dmw = ks.dmin;
         const uint8_t *u = x + (size_t)k * K4_BYTES;
         const uint8_t *p[8], *p2[8];
-        __m256i qh[8];  // Q5_K: qh[v] lane r = dword v of row r's qh
+        __m256i qh[8] = {0};  // Q5_K: qh[v] lane r = dword v of row r's qh
         if (type == Q_Q5_K) {
             for (int r = 0; r < 8; r++) p[r] = rows[r] + off + K4_QH_OFF, p2[r] = p[r] + 16;
             transpose8x4(p, qh);
@@ -402,8 +402,9 @@ const tile_fn q_tiles_avx2[Q_TYPE_COUNT] = {
 
 // Q4_K and Q5_K on AVX2: single tokens row by row (dot_k4), groups of
 // tokens 8 rows at a time; tokens [0, ngemm) in the gemm order.
-void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+// The type a compile-time constant (q_matmul_k_avx2).
+ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                                    size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     for (int r0 = 0; r0 < nr; r0 += 8) {
         const int nv = nr - r0 < 8 ? nr - r0 : 8;
         const uint8_t *rows[8];
@@ -421,6 +422,12 @@ void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int 
             }
         }
     }
+}
+
+void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    if (type == Q_Q4_K) matmul_k4_avx2_t(Q_Q4_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
+    else matmul_k4_avx2_t(Q_Q5_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
 }
 
 #endif  // Q_AVX2

@@ -21,14 +21,14 @@ CC=${CC:-cc}
 san=; [ "${QUILL_SANITIZED:-0}" = 1 ] && san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 "$BUILD/tests/test_quant" --dump >"$tmp/this.txt" || { echo "FAIL test_quant --dump"; exit 1; }
 echo "this build: $(head -1 "$tmp/this.txt")"
-flavours=("portable:-O2")
+flavours=("portable:-O3")
 if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
-    flavours+=("avx2:-O2 -march=x86-64-v3")
+    flavours+=("avx2:-O3 -march=x86-64-v3")
 fi
 for f in "${flavours[@]}"; do
     name=${f%%:*}
     # shellcheck disable=SC2086  # the flags are words
-    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread; then
+    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread; then
         echo "FAIL could not compile the $name copy of test_quant"
         fail=1
         continue
