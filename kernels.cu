@@ -6,6 +6,8 @@
 // still quantized, repacked where the GGUF block is not a multiple of 16 bytes
 // (see dl_make): quants in one plane of 16-byte-aligned rows, scales in a
 // second plane. Q4_K and Q5_K keep their GGUF blocks (144 and 176 bytes).
+// The 4-bit codes of IQ4_NL, IQ4_XS and MXFP4 become their int8 values by a
+// byte permutation (lut4) before the integer dot.
 //
 // Decode (matmul with few tokens): one kernel per weight type, one warp per
 // weight row, each lane loading 16 bytes of quants per step (several steps in
@@ -171,6 +173,41 @@ QHD uint32_t spread4(uint32_t v) {
 
 QHD int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
+// The value tables of the 4-bit codes, 16 int8 as 4 little-endian words
+// (quant_impl.h's IQ4NL_VALUES and MXFP4_VALUES; the host self-test holds the
+// dequantization to quant.c's).
+QHD uint4 lut_iq4nl() { return make_uint4(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u); }
+QHD uint4 lut_mxfp4() { return make_uint4(0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu); }
+
+// The table values of the four codes in the bytes of q (each 0..15), as bytes.
+QHD uint32_t lut4(uint32_t q, const uint4 &t) {
+#ifdef __CUDA_ARCH__
+    const uint32_t b = q & 0x07070707, u = b | b >> 4;
+    const uint32_t sel = (u & 0xff) | ((u >> 8) & 0xff00);  // selector nibble k = code k's low 3 bits
+    const uint32_t lo = __byte_perm(t.x, t.y, sel), hi = __byte_perm(t.z, t.w, sel);
+    const uint32_t m = ((q & 0x08080808) >> 3) * 0xff;      // 0xff in the bytes whose code is >= 8
+    return (lo & ~m) | (hi & m);
+#else
+    const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) {
+        const uint32_t c = (q >> 8 * k) & 15;
+        r |= ((w[c / 4] >> 8 * (c % 4)) & 0xff) << 8 * k;
+    }
+    return r;
+#endif
+}
+
+// 2^(e - 128), MXFP4's scale (quant_impl.h's e8m0_half).
+QHD float e8m0_half(uint32_t e) { return bits_f(e < 2 ? 0x00200000u << e : (e - 1) << 23); }
+
+// The 6-bit scale of group g of a Q3_K super-block from its 12 scale bytes as
+// three words (quant_impl.h's q3k_scale_words), minus 32.
+QHD int q3k_scale(uint32_t a0, uint32_t a1, uint32_t t, int g) {
+    const uint32_t lo = (g % 8 < 4 ? a0 : a1) >> (8 * (g % 4) + 4 * (g / 8));
+    return (int)((lo & 15) | ((t >> (8 * (g % 4) + 2 * (g / 4))) & 3) << 4) - 32;
+}
+
 // ---------------------------------------------------------------------------
 // Device weight layout. Plane A: rows of quants (a_row bytes, 16-aligned);
 // plane B at b_off: rows of per-block scales (b_row bytes).
@@ -181,6 +218,11 @@ QHD int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 //   Q5_0, Q5_1      A: qs[16]                      B: fp16 d, fp16 m (0 for Q5_0), u32 qh
 //   Q4_K, Q5_K      A: the GGUF blocks (144, 176 bytes)
 //   Q6_K            A: ql[128] qh[64] scales[16]   B: fp16 d
+//   IQ4_NL          A: qs[16] per block            B: fp16 d
+//   MXFP4           A: qs[16] per block            B: the exponent byte e
+//   IQ4_XS          A: qs[128] per super-block     B: fp16 d, u16 scales_h, scales_l[4]
+//   Q2_K            A: scales[16] qs[64]           B: fp16 d, fp16 dmin
+//   Q3_K            A: hmask[32] qs[64] scales[12], 4 zero bytes     B: fp16 d
 // ---------------------------------------------------------------------------
 
 typedef struct {
@@ -203,6 +245,11 @@ QHD dlayout dl_make(uint32_t type, int64_t rows, int64_t cols) {
     case Q_Q4_K: L.a_row = nk * 144; break;
     case Q_Q5_K: L.a_row = nk * 176; break;
     case Q_Q6_K: L.a_row = nk * 208, L.b_row = nk * 2; break;
+    case Q_IQ4_NL: L.a_row = cols / 2, L.b_row = nb * 2; break;
+    case Q_MXFP4: L.a_row = cols / 2, L.b_row = nb; break;
+    case Q_IQ4_XS: L.a_row = nk * 128, L.b_row = nk * 8; break;
+    case Q_Q2_K: L.a_row = nk * 80, L.b_row = nk * 4; break;
+    case Q_Q3_K: L.a_row = nk * 112, L.b_row = nk * 2; break;
     default: break;
     }
     L.b_off = (size_t)round_up(rows * L.a_row, 256);
@@ -220,7 +267,7 @@ static int dl_is_raw(uint32_t type, int64_t cols) {
     }
 }
 
-// One GGUF row (src) into the device layout's row r (dst: the whole buffer).
+// One GGUF row (src) into the device layout's row r (dst: the whole buffer, zeroed).
 static void dl_pack_row(uint32_t type, const uint8_t *src, int64_t cols, const dlayout *L, int64_t r,
                         uint8_t *dst) {
     uint8_t *A = dst + r * L->a_row, *B = dst + L->b_off + r * L->b_row;
@@ -252,6 +299,21 @@ static void dl_pack_row(uint32_t type, const uint8_t *src, int64_t cols, const d
     case Q_Q5_K: memcpy(A, src, (size_t)nk * 176); break;
     case Q_Q6_K:  // ql[128] qh[64] scales[16] d
         for (int64_t k = 0; k < nk; k++) memcpy(A + 208 * k, src + 210 * k, 208), memcpy(B + 2 * k, src + 210 * k + 208, 2);
+        break;
+    case Q_IQ4_NL:  // d, qs[16]
+        for (int64_t b = 0; b < nb; b++) memcpy(B + 2 * b, src + 18 * b, 2), memcpy(A + 16 * b, src + 18 * b + 2, 16);
+        break;
+    case Q_MXFP4:  // e, qs[16]
+        for (int64_t b = 0; b < nb; b++) B[b] = src[17 * b], memcpy(A + 16 * b, src + 17 * b + 1, 16);
+        break;
+    case Q_IQ4_XS:  // d, scales_h, scales_l[4], qs[128]
+        for (int64_t k = 0; k < nk; k++) memcpy(B + 8 * k, src + 136 * k, 8), memcpy(A + 128 * k, src + 136 * k + 8, 128);
+        break;
+    case Q_Q2_K:  // scales[16] qs[64] d dmin
+        for (int64_t k = 0; k < nk; k++) memcpy(A + 80 * k, src + 84 * k, 80), memcpy(B + 4 * k, src + 84 * k + 80, 4);
+        break;
+    case Q_Q3_K:  // hmask[32] qs[64] scales[12] d
+        for (int64_t k = 0; k < nk; k++) memcpy(A + 112 * k, src + 110 * k, 108), memcpy(B + 2 * k, src + 110 * k + 108, 2);
         break;
     default: break;
     }
@@ -287,6 +349,66 @@ QHD void block32_scales(const uint8_t *B, int64_t g, float &d, float &m, uint32_
         const uint32_t dm = ld32(B + 8 * g);
         d = h2f(dm & 0xffff), qh = ld32(B + 8 * g + 4);
         if constexpr (T == Q_Q5_1) m = h2f(dm >> 16);
+    }
+}
+
+// The scale of 32-element block g of IQ4_NL, MXFP4 or IQ4_XS (d·(ls - 32),
+// exact) from the scale plane B of its row.
+template <uint32_t T>
+QHD float lut_scale(const uint8_t *B, int64_t g) {
+    if constexpr (T == Q_IQ4_NL) return h2f(ld_u16(B + 2 * g));
+    else if constexpr (T == Q_MXFP4) return e8m0_half(B[g]);
+    else {
+        const uint8_t *sb = B + 8 * (g / 8);
+        const int s = (int)(g % 8);
+        const uint32_t dh = ld32(sb), sl = ld32(sb + 4);
+        const int ls = (int)(((sl >> 4 * s) & 15) | ((dh >> (16 + 2 * s)) & 3) << 4);
+        return h2f(dh & 0xffff) * (float)(ls - 32);
+    }
+}
+
+// dq32 of IQ4_NL, MXFP4, IQ4_XS: every block's 16 qs bytes are at A + 16g.
+template <uint32_t T>
+QHD void dq32_lut(const uint8_t *A, const uint8_t *B, int64_t g, float v[32]) {
+    const uint4 q = ld16(A + 16 * g), tab = T == Q_MXFP4 ? lut_mxfp4() : lut_iq4nl();
+    const float d = lut_scale<T>(B, g);
+    for (int k = 0; k < 4; k++) {
+        const uint32_t lo = lut4(u4(q, k) & 0x0F0F0F0F, tab), hi = lut4((u4(q, k) >> 4) & 0x0F0F0F0F, tab);
+        for (int i = 0; i < 4; i++) {
+            v[4 * k + i] = d * (float)(int8_t)(lo >> 8 * i);
+            v[16 + 4 * k + i] = d * (float)(int8_t)(hi >> 8 * i);
+        }
+    }
+}
+
+// dq32 of Q2_K, Q3_K: elements 128h + 32j + l (l < 32) of super-block g / 8,
+// j = g % 4, h = (g % 8) / 4; the 2-bit quants are bits 2j of qs[32h + l].
+template <uint32_t T>
+QHD void dq32_k23(const uint8_t *A, const uint8_t *B, int64_t g, float v[32]) {
+    const int64_t k = g / 8;
+    const int h = (int)(g % 8) / 4, j = (int)(g % 4);
+    if constexpr (T == Q_Q2_K) {
+        const uint8_t *blk = A + 80 * k;
+        const uint32_t dm = ld32(B + 4 * k);
+        const float d = h2f(dm & 0xffff), dmin = h2f(dm >> 16);
+        for (int l = 0; l < 32; l += 4) {
+            const uint32_t q4 = ld32(blk + 16 + 32 * h + l);
+            const int sc = blk[8 * h + 2 * j + l / 16];
+            for (int i = 0; i < 4; i++)
+                v[l + i] = d * (float)(sc & 15) * (float)((q4 >> (8 * i + 2 * j)) & 3) - dmin * (float)(sc >> 4);
+        }
+    } else {
+        const uint8_t *blk = A + 112 * k;
+        const float d = h2f(ld_u16(B + 2 * k));
+        const uint32_t a0 = ld32(blk + 96), a1 = ld32(blk + 100), t = ld32(blk + 104);
+        for (int l = 0; l < 32; l += 4) {
+            const uint32_t q4 = ld32(blk + 32 + 32 * h + l), h4 = ld32(blk + l);
+            const int sc = q3k_scale(a0, a1, t, 8 * h + 2 * j + l / 16);
+            for (int i = 0; i < 4; i++) {
+                const int q = (int)((q4 >> (8 * i + 2 * j)) & 3) + 4 * (int)((h4 >> (8 * i + 4 * h + j)) & 1) - 4;
+                v[l + i] = d * (float)sc * (float)q;
+            }
+        }
     }
 }
 
@@ -337,6 +459,10 @@ QHD void dq32(const uint8_t *w, const dlayout &L, int64_t r, int64_t g, int64_t 
                 v[l + i] = d * (float)sc * (float)q - dmin * (float)mn;
             }
         }
+    } else if constexpr (T == Q_IQ4_NL || T == Q_MXFP4 || T == Q_IQ4_XS) {
+        dq32_lut<T>(A, B, g, v);
+    } else if constexpr (T == Q_Q2_K || T == Q_Q3_K) {
+        dq32_k23<T>(A, B, g, v);
     } else if constexpr (T == Q_Q6_K) {
         const int64_t k = g / 8;
         const int e0 = 32 * (int)(g % 8), h = e0 / 128, kk = (e0 % 128) / 32;
@@ -398,7 +524,7 @@ QHD int64_t mv_items(int64_t cols) {
     if constexpr (T == Q_F32) return (cols + 3) / 4;
     else if constexpr (T == Q_F16 || T == Q_BF16) return (cols + 7) / 8;
     else if constexpr (T == Q_Q4_K || T == Q_Q5_K) return cols / 256 * 8;
-    else if constexpr (T == Q_Q6_K) return cols / 256 * 4;
+    else if constexpr (T == Q_Q6_K || T == Q_Q2_K || T == Q_Q3_K) return cols / 256 * 4;
     else return cols / 32;
 }
 
@@ -454,6 +580,16 @@ QHD void mv_q8_0(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x,
     }
 }
 
+// Σ of a 32-block's weight bytes (lo: elements 0..15, hi: 16..31, four per
+// word) times its q8_1 activation bytes xq.
+QHD int dot32(const uint32_t lo[4], const uint32_t hi[4], const int8_t *xq) {
+    const uint4 a0 = ld16(xq), a1 = ld16(xq + 16);
+    int s = 0;
+    for (int k = 0; k < 4; k++) s = dp4a(lo[k], u4(a0, k), s);
+    for (int k = 0; k < 4; k++) s = dp4a(hi[k], u4(a1, k), s);
+    return s;
+}
+
 // Q4_0, Q4_1, Q5_0, Q5_1: one block of 32 per item; q = nibble (+ 16·bit).
 // Q4_0/Q5_0: d·(dx·Σq·qx - off·s); Q4_1/Q5_1: d·dx·Σq·qx + m·s.
 template <uint32_t T, int NT>
@@ -471,11 +607,7 @@ QHD void mv_block32(const uint8_t *A, const uint8_t *B, int64_t it, const act_t 
     const int64_t nb = x.cols / 32;
     for (int t = 0; t < NT; t++) {
         if (t >= n) break;
-        const int8_t *xq = x.q + t * x.cols + 32 * it;
-        const uint4 a0 = ld16(xq), a1 = ld16(xq + 16);
-        int s = 0;
-        for (int k = 0; k < 4; k++) s = dp4a(lo[k], u4(a0, k), s);
-        for (int k = 0; k < 4; k++) s = dp4a(hi[k], u4(a1, k), s);
+        const int s = dot32(lo, hi, x.q + t * x.cols + 32 * it);
         const float2 ds = x.ds[t * nb + it];
         if constexpr (T == Q_Q4_0) acc[t] += d * (ds.x * (float)s - 8.0f * ds.y);
         else if constexpr (T == Q_Q5_0) acc[t] += d * (ds.x * (float)s - 16.0f * ds.y);
@@ -560,6 +692,73 @@ QHD void mv_q6_k(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x,
     }
 }
 
+// IQ4_NL, MXFP4, IQ4_XS: one block of 32 per item (IQ4_XS: a sub-block; its
+// qs too are at A + 16·it); the codes' int8 values against q8_1: d·dx·Σq·qx.
+template <uint32_t T, int NT>
+QHD void mv_lut(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x, int n, float acc[NT]) {
+    const uint4 q = ld16(A + 16 * it), tab = T == Q_MXFP4 ? lut_mxfp4() : lut_iq4nl();
+    const float d = lut_scale<T>(B, it);
+    uint32_t lo[4], hi[4];
+    for (int k = 0; k < 4; k++) {
+        lo[k] = lut4(u4(q, k) & 0x0F0F0F0F, tab);
+        hi[k] = lut4((u4(q, k) >> 4) & 0x0F0F0F0F, tab);
+    }
+    const int64_t nb = x.cols / 32;
+    for (int t = 0; t < NT; t++) {
+        if (t >= n) break;
+        acc[t] += d * x.ds[t * nb + it].x * (float)dot32(lo, hi, x.q + t * x.cols + 32 * it);
+    }
+}
+
+// Q2_K, Q3_K: item = (super-block kb, half h, l16), as Q6_K's: 16 bytes of qs
+// hold elements 128h + 32j + 16·l16 + i (j < 4, i < 16), group 8h + 2j + l16.
+// Q3_K: d·Σ_j sc_j·dx_j·Σ(q - 4)·qx. Q2_K: Σ_j dx_j·(d·sc_j·Σq·qx -
+// dmin·mn_j·Σqx), Σqx by dp4a against ones.
+template <uint32_t T, int NT>
+QHD void mv_k23(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x, int n, float acc[NT]) {
+    const int64_t kb = it >> 2;
+    const int h = (int)(it >> 1) & 1, l16 = (int)it & 1;
+    uint32_t q[4][4];
+    float a[4], m[4] = {0, 0, 0, 0};
+    if constexpr (T == Q_Q2_K) {
+        const uint8_t *blk = A + 80 * kb;
+        const uint4 qv = ld16(blk + 16 + 32 * h + 16 * l16), sv = ld16(blk);
+        const uint32_t dm = ld32(B + 4 * kb);
+        const float d = h2f(dm & 0xffff), dmin = h2f(dm >> 16);
+        for (int j = 0; j < 4; j++) {
+            for (int i = 0; i < 4; i++) q[j][i] = (u4(qv, i) >> 2 * j) & 0x03030303;
+            const int g = 8 * h + 2 * j + l16, sc = (int)(u4(sv, g / 4) >> 8 * (g % 4)) & 0xff;
+            a[j] = d * (float)(sc & 15), m[j] = dmin * (float)(sc >> 4);
+        }
+    } else {
+        const uint8_t *blk = A + 112 * kb;
+        const uint4 qv = ld16(blk + 32 + 32 * h + 16 * l16), hv = ld16(blk + 16 * l16), sv = ld16(blk + 96);
+        const float d = h2f(ld_u16(B + 2 * kb));
+        for (int j = 0; j < 4; j++) {
+            for (int i = 0; i < 4; i++) {
+                const uint32_t v = ((u4(qv, i) >> 2 * j) & 0x03030303) | ((u4(hv, i) >> (4 * h + j)) & 0x01010101) << 2;
+                q[j][i] = vsub4(v, 0x04040404);
+            }
+            a[j] = d * (float)q3k_scale(sv.x, sv.y, sv.z, 8 * h + 2 * j + l16);
+        }
+    }
+    const int64_t nb = x.cols / 32;
+    for (int t = 0; t < NT; t++) {
+        if (t >= n) break;
+        float v = 0.0f;
+        for (int j = 0; j < 4; j++) {
+            const int64_t blk32 = 8 * kb + 4 * h + j;
+            const uint4 av = ld16(x.q + t * x.cols + 32 * blk32 + 16 * l16);
+            int s = 0, sx = 0;
+            for (int i = 0; i < 4; i++) s = dp4a(q[j][i], u4(av, i), s);
+            if constexpr (T == Q_Q2_K)
+                for (int i = 0; i < 4; i++) sx = dp4a(0x01010101, u4(av, i), sx);
+            v += x.ds[t * nb + blk32].x * (a[j] * (float)s - m[j] * (float)sx);
+        }
+        acc[t] += v;
+    }
+}
+
 template <uint32_t T, int NT>
 QHD void mv_item(const uint8_t *w, const dlayout &L, int64_t r, int64_t it, const act_t &x, int n, float acc[NT]) {
     const uint8_t *A = w + r * L.a_row, *B = w + L.b_off + r * L.b_row;
@@ -567,6 +766,8 @@ QHD void mv_item(const uint8_t *w, const dlayout &L, int64_t r, int64_t it, cons
     else if constexpr (T == Q_Q8_0) mv_q8_0<NT>(A, B, it, x, n, acc);
     else if constexpr (T == Q_Q4_K || T == Q_Q5_K) mv_k45<T, NT>(A, it, x, n, acc);
     else if constexpr (T == Q_Q6_K) mv_q6_k<NT>(A, B, it, x, n, acc);
+    else if constexpr (T == Q_IQ4_NL || T == Q_MXFP4 || T == Q_IQ4_XS) mv_lut<T, NT>(A, B, it, x, n, acc);
+    else if constexpr (T == Q_Q2_K || T == Q_Q3_K) mv_k23<T, NT>(A, B, it, x, n, acc);
     else mv_block32<T, NT>(A, B, it, x, n, acc);
 }
 
@@ -1486,7 +1687,7 @@ static int track_weight(backend *b, void *p) {
 static int type_supported(uint32_t t) {
     switch (t) {
     case Q_F32: case Q_F16: case Q_BF16: case Q_Q8_0: case Q_Q4_0: case Q_Q4_1: case Q_Q5_0: case Q_Q5_1:
-    case Q_Q4_K: case Q_Q5_K: case Q_Q6_K: return 1;
+    case Q_Q2_K: case Q_Q3_K: case Q_Q4_K: case Q_Q5_K: case Q_Q6_K: case Q_IQ4_NL: case Q_IQ4_XS: case Q_MXFP4: return 1;
     default: return 0;
     }
 }
@@ -1525,8 +1726,9 @@ static int cuda_upload(backend *b, qmat *w, char *err) {
 
 // ---- ops --------------------------------------------------------------------
 
-#define FOR_EACH_TYPE(X) X(Q_F32) X(Q_F16) X(Q_BF16) X(Q_Q8_0) X(Q_Q4_0) X(Q_Q4_1) X(Q_Q5_0) X(Q_Q5_1) \
-    X(Q_Q4_K) X(Q_Q5_K) X(Q_Q6_K)
+#define FOR_EACH_QTYPE(X) X(Q_Q8_0) X(Q_Q4_0) X(Q_Q4_1) X(Q_Q5_0) X(Q_Q5_1) X(Q_Q2_K) X(Q_Q3_K) X(Q_Q4_K) \
+    X(Q_Q5_K) X(Q_Q6_K) X(Q_IQ4_NL) X(Q_IQ4_XS) X(Q_MXFP4)
+#define FOR_EACH_TYPE(X) X(Q_F32) X(Q_F16) X(Q_BF16) FOR_EACH_QTYPE(X)
 
 static unsigned blocks_for(int64_t items, int per_block) { return (unsigned)((items + per_block - 1) / per_block); }
 
@@ -1849,7 +2051,7 @@ static void gemm(backend *b, float *y, const qmat *w, const float *x, int n) {
         const int64_t nr = rows - r0 < tr ? rows - r0 : tr;
         switch (w->type) {
 #define X(T) case T: launch_dequant<T>(b, w, L, r0, nr, tile); break;
-            X(Q_Q8_0) X(Q_Q4_0) X(Q_Q4_1) X(Q_Q5_0) X(Q_Q5_1) X(Q_Q4_K) X(Q_Q5_K) X(Q_Q6_K)
+            FOR_EACH_QTYPE(X)
 #undef X
         default: fail(b, "matmul: no CUDA kernel for type %u", w->type); return;
         }
@@ -2189,7 +2391,10 @@ static void st_rows(st_rng *r, uint32_t t, int64_t rows, int64_t cols, uint8_t *
         case Q_BF16: put16(blk, f32_to_bf16(st_unif(r))); break;
         case Q_Q4_1: case Q_Q5_1: case Q_Q4_K: case Q_Q5_K: put16(blk, d), put16(blk + 2, m); break;
         case Q_Q6_K: put16(blk + 208, d); break;
-        default: put16(blk, d); break;  // Q8_0, Q4_0, Q5_0
+        case Q_Q3_K: put16(blk + 108, d); break;
+        case Q_Q2_K: put16(blk + 80, d), put16(blk + 82, d); break;
+        case Q_MXFP4: blk[0] = (uint8_t)(118 + st_next(r) % 8); break;  // scales 2^-10 .. 2^-3
+        default: put16(blk, d); break;  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS
         }
     }
 }
@@ -2384,12 +2589,14 @@ extern "C" int cuda_host_selftest(FILE *log, char *err) {
     for (int i = 0; i < 3; i++)
         if (st_type<Q_Q8_0>(&r, bcols[i], log, err) || st_type<Q_Q4_0>(&r, bcols[i], log, err) ||
             st_type<Q_Q4_1>(&r, bcols[i], log, err) || st_type<Q_Q5_0>(&r, bcols[i], log, err) ||
-            st_type<Q_Q5_1>(&r, bcols[i], log, err))
+            st_type<Q_Q5_1>(&r, bcols[i], log, err) || st_type<Q_IQ4_NL>(&r, bcols[i], log, err) ||
+            st_type<Q_MXFP4>(&r, bcols[i], log, err))
             return -1;
     const int64_t kcols[] = {256, 768, 4096};
     for (int i = 0; i < 3; i++)
         if (st_type<Q_Q4_K>(&r, kcols[i], log, err) || st_type<Q_Q5_K>(&r, kcols[i], log, err) ||
-            st_type<Q_Q6_K>(&r, kcols[i], log, err))
+            st_type<Q_Q6_K>(&r, kcols[i], log, err) || st_type<Q_Q2_K>(&r, kcols[i], log, err) ||
+            st_type<Q_Q3_K>(&r, kcols[i], log, err) || st_type<Q_IQ4_XS>(&r, kcols[i], log, err))
             return -1;
     return st_rope(log, err) || st_attention_plan(log, err) || st_sample_keys(&r, log, err) ? -1 : 0;
 }

@@ -155,9 +155,12 @@ static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64
                     name, (long long)cols, (long long)rows, (long long)t->ne[0],
                     (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
     const qtype_info *qi = qtype_get(t->type);
-    if (!qi || !qi->compute)
-        return errf(err, "tensor '%s' has type %s, which quill cannot compute with (it runs F32 F16 "
-                    "BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K)", name, qtype_name(t->type, tb));
+    if (!qi || !qi->compute) {
+        char runs[256];
+        qtype_compute_names(runs, sizeof runs);
+        return errf(err, "tensor '%s' has type %s, which quill cannot compute with (it runs %s)", name,
+                    qtype_name(t->type, tb), runs);
+    }
     if (rows == 1 && t->type != Q_F32)
         return errf(err, "tensor '%s': expected type F32, found %s", name, qtype_name(t->type, tb));
     *out = (qmat){.type = t->type, .rows = rows, .cols = cols, .row_bytes = qtype_row_bytes(t->type, cols),

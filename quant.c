@@ -20,8 +20,8 @@ static const qtype_info QTYPES[Q_TYPE_COUNT] = {
     [7] = {"Q5_1", 32, 24, 1, Q_Q8_1},
     [8] = {"Q8_0", 32, 34, 1, Q_Q8_0},
     [9] = {"Q8_1", 32, 36, 0, 0},
-    [10] = {"Q2_K", 256, 84, 0, 0},
-    [11] = {"Q3_K", 256, 110, 0, 0},
+    [10] = {"Q2_K", 256, 84, 1, Q_Q8_K},
+    [11] = {"Q3_K", 256, 110, 1, Q_Q8_K},
     [12] = {"Q4_K", 256, 144, 1, Q_Q8_K},
     [13] = {"Q5_K", 256, 176, 1, Q_Q8_K},
     [14] = {"Q6_K", 256, 210, 1, Q_Q8_K},
@@ -30,10 +30,10 @@ static const qtype_info QTYPES[Q_TYPE_COUNT] = {
     [17] = {"IQ2_XS", 256, 74, 0, 0},
     [18] = {"IQ3_XXS", 256, 98, 0, 0},
     [19] = {"IQ1_S", 256, 50, 0, 0},
-    [20] = {"IQ4_NL", 32, 18, 0, 0},
+    [20] = {"IQ4_NL", 32, 18, 1, Q_Q8_0},
     [21] = {"IQ3_S", 256, 110, 0, 0},
     [22] = {"IQ2_S", 256, 82, 0, 0},
-    [23] = {"IQ4_XS", 256, 136, 0, 0},
+    [23] = {"IQ4_XS", 256, 136, 1, Q_Q8_0},
     [24] = {"I8", 1, 1, 0, 0},
     [25] = {"I16", 1, 2, 0, 0},
     [26] = {"I32", 1, 4, 0, 0},
@@ -43,7 +43,7 @@ static const qtype_info QTYPES[Q_TYPE_COUNT] = {
     [30] = {"BF16", 1, 2, 1, Q_BF16},
     [34] = {"TQ1_0", 256, 54, 0, 0},
     [35] = {"TQ2_0", 256, 66, 0, 0},
-    [39] = {"MXFP4", 32, 17, 0, 0},
+    [39] = {"MXFP4", 32, 17, 1, Q_Q8_0},
 };
 
 const qtype_info *qtype_get(uint32_t type) {
@@ -61,6 +61,14 @@ const char *qtype_name(uint32_t type, char buf[16]) {
 size_t qtype_row_bytes(uint32_t type, int64_t n) {
     const qtype_info *q = qtype_get(type);
     return q ? (size_t)(n / q->block) * q->block_bytes : 0;
+}
+
+void qtype_compute_names(char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (uint32_t t = 0; t < Q_TYPE_COUNT; t++)
+        if (QTYPES[t].name && QTYPES[t].compute && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? " " : "", QTYPES[t].name);
 }
 
 // ---------------------------------------------------------------------------
@@ -125,7 +133,7 @@ static void dequant_block32(uint32_t type, const uint8_t *src, float *dst, int64
     for (int64_t i = 0; i < nb; i++, src += bs, dst += 32) {
         int q[32];
         block32_values(type, src, q);
-        const float d = fp16_to_f32(load_u32(src) & 0xffff);
+        const float d = block32_d(type, src);
         const int has_min = type == Q_Q4_1 || type == Q_Q5_1;
         const float m = has_min ? fp16_to_f32(load_u32(src) >> 16) : 0.0f;
         const int off = type == Q_Q4_0 ? 8 : type == Q_Q5_0 ? 16 : 0;
@@ -160,6 +168,41 @@ static void dequant_q6_K(const block_q6_K *b, float *dst, int64_t nb) {
     }
 }
 
+static void dequant_q2_K(const block_q2_K *b, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, dst += 256) {
+        const float d = fp16_to_f32(b->d), dmin = fp16_to_f32(b->dmin);
+        for (int e = 0; e < 256; e++) {
+            const int sc = b->scales[e / 16];
+            dst[e] = d * (float)(sc & 15) * (float)q2_bits(b->qs, e) - dmin * (float)(sc >> 4);
+        }
+    }
+}
+
+static void dequant_q3_K(const block_q3_K *b, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++, dst += 256) {
+        const float d = fp16_to_f32(b->d);
+        uint32_t w[4];
+        q3k_scale_words(b->scales, w);
+        for (int e = 0; e < 256; e++) {
+            const int q = q2_bits(b->qs, e) + 4 * ((b->hmask[e % 32] >> (e / 32)) & 1) - 4;
+            dst[e] = d * (float)q3k_scale(w, e / 16) * (float)q;
+        }
+    }
+}
+
+static void dequant_iq4_xs(const block_iq4_xs *b, float *dst, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b++) {
+        const float d = fp16_to_f32(b->d);
+        for (int s = 0; s < 8; s++, dst += 32) {
+            const float dl = d * (float)iq4xs_scale(b, s);
+            for (int j = 0; j < 16; j++) {
+                dst[j] = dl * (float)IQ4NL_VALUES[b->qs[16 * s + j] & 15];
+                dst[j + 16] = dl * (float)IQ4NL_VALUES[b->qs[16 * s + j] >> 4];
+            }
+        }
+    }
+}
+
 void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
     const uint8_t *s = src;
     switch (type) {
@@ -170,9 +213,12 @@ void q_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
     case Q_BF16:
         for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
         break;
-    case Q_Q4_0: case Q_Q4_1: case Q_Q5_0: case Q_Q5_1: case Q_Q8_0:
+    case Q_Q4_0: case Q_Q4_1: case Q_Q5_0: case Q_Q5_1: case Q_Q8_0: case Q_IQ4_NL: case Q_MXFP4:
         dequant_block32(type, s, dst, n / 32);
         break;
+    case Q_Q2_K: dequant_q2_K(src, dst, n / 256); break;
+    case Q_Q3_K: dequant_q3_K(src, dst, n / 256); break;
+    case Q_IQ4_XS: dequant_iq4_xs(src, dst, n / 256); break;
     case Q_Q4_K: dequant_q4_K(src, dst, n / 256); break;
     case Q_Q5_K: dequant_q5_K(src, dst, n / 256); break;
     case Q_Q6_K: dequant_q6_K(src, dst, n / 256); break;
@@ -193,10 +239,10 @@ static enum act_layout act_layout_of(uint32_t wtype) {
     case Q_F32: return ACT_F32;
     case Q_F16: return ACT_F16;
     case Q_BF16: return ACT_BF16;
-    case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: return ACT_Q8_0;
+    case Q_Q8_0: case Q_Q4_0: case Q_Q5_0: case Q_IQ4_NL: case Q_IQ4_XS: case Q_MXFP4: return ACT_Q8_0;
     case Q_Q4_1: case Q_Q5_1: return ACT_Q8_1;
     case Q_Q4_K: case Q_Q5_K: return ACT_K4;
-    case Q_Q6_K: return ACT_K16;
+    case Q_Q6_K: case Q_Q3_K: case Q_Q2_K: return ACT_K16;
     default: return ACT_NONE;
     }
 }
@@ -377,9 +423,11 @@ static void act_k4(const float *x, uint8_t *dst, int64_t n) {
     }
 }
 
-// Q8_K rows for Q6_K: per super-block 256 q (lane = group of 16), c = -32 *
-// Σq per group (Q6_K's weights q - 32 enter VPDPBUSD as the unsigned q), d.
-static void act_k16(const float *x, uint8_t *dst, int64_t n) {
+// Q8_K rows for Q6_K, Q3_K, Q2_K: per super-block 256 q (lane = group of 16),
+// c = c_mul * Σq per group, d. Q6_K's weights q - 32 (Q3_K's q - 4) enter
+// VPDPBUSD as the unsigned q and c = -32 Σq (-4 Σq) corrects; Q2_K's min
+// term takes c = Σq itself.
+static void act_k16(const float *x, uint8_t *dst, int64_t n, int c_mul) {
     memset(dst, 0, q_act_row_bytes(Q_Q6_K, n));
     for (int64_t k = 0; k < n / 256; k++) {
         int8_t q[256];
@@ -387,7 +435,7 @@ static void act_k16(const float *x, uint8_t *dst, int64_t n) {
         uint8_t *rec = dst + k * K16_BYTES;
         for (int g = 0; g < 16; g++) {
             for (int v = 0; v < 4; v++) memcpy(rec + 64 * v + 4 * g, q + 16 * g + 4 * v, 4);
-            const int32_t c = -32 * sum_i8(q + 16 * g, 16);
+            const int32_t c = c_mul * sum_i8(q + 16 * g, 16);
             memcpy(rec + K16_C + 4 * g, &c, 4);
         }
         memcpy(rec + K16_D, &d, 4);
@@ -428,7 +476,7 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
         break;
     case ACT_Q8_0: act_q8_01(0, x, o, n); break;
     case ACT_Q8_1: act_q8_01(1, x, o, n); break;
-    case ACT_K16: act_k16(x, o, n); break;
+    case ACT_K16: act_k16(x, o, n, wtype == Q_Q6_K ? -32 : wtype == Q_Q3_K ? -4 : 1); break;
     case ACT_K4: act_k4(x, o, n); break;
     default: break;
     }
@@ -445,7 +493,8 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n) {
 
 // The tile kernel of a weight type and the elements in one of its units.
 static tile_fn tile_for(uint32_t type, int64_t *unit) {
-    *unit = type == Q_Q6_K ? 256 : type == Q_BF16 ? 32 : type == Q_F16 || type == Q_F32 ? 16 : UNIT;
+    *unit = qtype_get(type)->block == 256 && type != Q_IQ4_XS ? 256  // the K16 types: a super-block
+          : type == Q_BF16 ? 32 : type == Q_F16 || type == Q_F32 ? 16 : UNIT;
     return Q_ISA(q_tiles)[type];
 }
 

@@ -2,13 +2,14 @@
 // quantization and the dot-product kernels the CPU backend multiplies with.
 //
 // Types and ids are ggml's (the ids GGUF stores). quill computes with:
-//   F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
+//   F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
+//   Q6_K, IQ4_NL, IQ4_XS, MXFP4
 // Every other known ggml type has a name and a block size (so `quill info`
 // can list it and the loader can size it) but is rejected for compute.
 //
-// Matrix products follow llama.cpp's CPU scheme, both for speed and so that
-// greedy outputs match it: activations are first quantized to the weight
-// type's "dot type" (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the
+// Matrix products follow llama.cpp's CPU scheme: activations are first
+// quantized to the weight type's "dot type" (Q8_0 for Q4_0/Q5_0/Q8_0 and the
+// 4-bit table types IQ4_NL/IQ4_XS/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the
 // K-quants, F16 for F16, BF16 for BF16, F32 for F32), then integer (or
 // half-precision) dot products run block by block without ever dequantizing a
 // weight matrix.
@@ -21,7 +22,8 @@
 enum qtype {
     Q_F32 = 0, Q_F16 = 1, Q_Q4_0 = 2, Q_Q4_1 = 3, Q_Q5_0 = 6, Q_Q5_1 = 7,
     Q_Q8_0 = 8, Q_Q8_1 = 9, Q_Q2_K = 10, Q_Q3_K = 11, Q_Q4_K = 12,
-    Q_Q5_K = 13, Q_Q6_K = 14, Q_Q8_K = 15, Q_BF16 = 30,
+    Q_Q5_K = 13, Q_Q6_K = 14, Q_Q8_K = 15, Q_IQ4_NL = 20, Q_IQ4_XS = 23, Q_BF16 = 30,
+    Q_MXFP4 = 39,
     Q_TYPE_COUNT = 40,  // ids at or above this are unknown
 };
 
@@ -39,6 +41,9 @@ const qtype_info *qtype_get(uint32_t type);
 const char *qtype_name(uint32_t type, char buf[16]);
 // Bytes of n elements; n must be a multiple of the block size (checked by caller).
 size_t qtype_row_bytes(uint32_t type, int64_t n);
+// buf = the names of the types quill computes with, space-separated
+// ("F32 F16 ..."; 256 bytes hold them all).
+void qtype_compute_names(char *buf, size_t len);
 
 // half and bfloat16 conversions (round to nearest even, like ggml).
 float fp16_to_f32(uint16_t h);
@@ -66,21 +71,23 @@ uint16_t q8_0_block(const float *x, int8_t q[32]);
 //   F32 weights:  float[n] (x copied)
 //   F16 weights:  float[n] holding fp16-rounded values
 //   BF16 weights: uint16 bf16[n]
-//   Q8_0, Q4_0, Q5_0 (Q8_0 values), Q4_1, Q5_1 (Q8_1 values): units of
-//         512 elements (the last one zero-padded), 640 bytes each: int8
-//         q[512], float d[16], then 16 words w. Lane L of a unit is a block
-//         of 32 consecutive elements; byte 64*v + 4*L + i of q holds element
-//         32*L + 4*v + i (v < 8, i < 4). w is int32 -128*Σq for Q8_0 values,
-//         float s for Q8_1 values.
+//   Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, MXFP4 (Q8_0 values), Q4_1, Q5_1
+//         (Q8_1 values): units of 512 elements (the last one zero-padded),
+//         640 bytes each: int8 q[512], float d[16], then 16 words w. Lane L
+//         of a unit is a block of 32 consecutive elements (IQ4_XS: a
+//         sub-block); byte 64*v + 4*L + i of q holds element 32*L + 4*v + i
+//         (v < 8, i < 4). w is int32 -128*Σq for Q8_0 values, float s for
+//         Q8_1 values.
 //   Q4_K, Q5_K (Q8_K values): one 320-byte record per super-block: int8 q[256],
 //         then 16 words. Sub-block s (32 elements, in order) starts at byte
 //         64 * (2 * (s / 4) + s % 2) + 32 * ((s / 2) % 2), so the four
 //         64-byte vectors hold sub-blocks (0, 2), (1, 3), (4, 6), (5, 7),
 //         as the nibbles of Q4_K's qs do. Word 0 is float d, words 8..11 the
 //         int16 pairs (Σq of sub-block 2p, Σq of sub-block 2p+1), others 0.
-//   Q6_K (Q8_K values): one 384-byte record per super-block: int8 q[256],
-//         int32 c[16], float d, 60 bytes padding. Byte 64*v + 4*g + i of q
-//         holds element 16*g + 4*v + i (v < 4, i < 4); c[g] = -32 * bsums[g].
+//   Q6_K, Q3_K, Q2_K (Q8_K values): one 384-byte record per super-block:
+//         int8 q[256], int32 c[16], float d, 60 bytes padding. Byte
+//         64*v + 4*g + i of q holds element 16*g + 4*v + i (v < 4, i < 4);
+//         c[g] = -32 * bsums[g] (Q6_K), -4 * bsums[g] (Q3_K), bsums[g] (Q2_K).
 // Rows are padded (with zeros) to a multiple of 64 bytes, so 64-byte-aligned
 // buffers keep every row aligned.
 size_t q_act_row_bytes(uint32_t wtype, int64_t n);

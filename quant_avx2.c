@@ -44,7 +44,49 @@ typedef struct {
     __m256 d, m;
 } half_regs;
 
+// The table types (IQ4_NL, MXFP4, IQ4_XS): half h of a unit as half_unpack
+// gives it, q = the codes' values (signed, as Q8_0's), d (m unused). For
+// IQ4_XS the 8 blocks are a super-block's sub-blocks.
+ALWAYS_INLINE void lut_half_unpack(uint32_t type, const uint8_t *blocks, half_regs *r) {
+    const uint8_t *p[8];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    if (type == Q_IQ4_XS) {
+        const block_iq4_xs *b = (const block_iq4_xs *)blocks;
+        for (int l = 0; l < 8; l++) p[l] = b->qs + 16 * l;
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)load_u32(b->scales_l)), _mm256_slli_epi32(lane, 2)),
+                                            _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_slli_epi32(lane, 1)),
+                                            _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        r->d = _mm256_mul_ps(_mm256_set1_ps(half_f32(b->d)), _mm256_cvtepi32_ps(ls));
+    } else if (type == Q_MXFP4) {
+        uint32_t e[8];
+        for (int l = 0; l < 8; l++) p[l] = blocks + l * sizeof(block_mxfp4) + 1, e[l] = blocks[l * sizeof(block_mxfp4)];
+        const __m256i ev = _mm256_loadu_si256((const __m256i *)e);  // 2^(e - 128), as e8m0_half
+        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+        const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+        r->d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev)));
+    } else {
+        uint16_t d[8];
+        for (int l = 0; l < 8; l++) p[l] = blocks + l * sizeof(block_iq4_nl) + 2, memcpy(&d[l], blocks + l * sizeof(block_iq4_nl), 2);
+        r->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    }
+    r->m = _mm256_setzero_ps();
+    __m256i z[4];
+    transpose8x4(p, z);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(type == Q_MXFP4 ? MXFP4_VALUES : IQ4NL_VALUES)));
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int v = 0; v < 4; v++) {
+        r->q[v] = _mm256_shuffle_epi8(tab, _mm256_and_si256(z[v], m4));
+        r->q[v + 4] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(z[v], 4), m4));
+    }
+}
+
 ALWAYS_INLINE void half_unpack(uint32_t type, const uint8_t *blocks, half_regs *r) {
+    if (q_is_lut(type)) {
+        lut_half_unpack(type, blocks, r);
+        return;
+    }
     const size_t bs = block32_bytes(type);
     const uint8_t *p[8];
     uint16_t d[8], m[8];
@@ -89,7 +131,7 @@ ALWAYS_INLINE __m256 half_token(uint32_t type, const half_regs *r, const uint8_t
     for (int v = 0; v < 8; v += 2) {
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 64 + 32 * h));
-        if (type == Q_Q8_0) {
+        if (type == Q_Q8_0 || q_is_lut(type)) {  // signed weights: |w| times x with w's sign
             i0 = _mm256_add_epi32(i0, dot_u8s8(_mm256_sign_epi8(r->q[v], r->q[v]), _mm256_sign_epi8(x0, r->q[v])));
             i1 = _mm256_add_epi32(i1, dot_u8s8(_mm256_sign_epi8(r->q[v + 1], r->q[v + 1]),
                                                _mm256_sign_epi8(x1, r->q[v + 1])));
@@ -134,6 +176,16 @@ ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, in
 }
 
 
+// The integer dots of half h (groups 8h..8h+7) of a K16 record r with the
+// unsigned quants q[v] (lane g: its 4v..4v+3).
+ALWAYS_INLINE __m256i k16_dots_avx2(const __m256i q[4], const uint8_t *r, int h) {
+    __m256i i0 = dot_u8s8(q[0], _mm256_loadu_si256((const __m256i *)(r + 32 * h)));
+    __m256i i1 = dot_u8s8(q[1], _mm256_loadu_si256((const __m256i *)(r + 64 + 32 * h)));
+    i0 = _mm256_add_epi32(i0, dot_u8s8(q[2], _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h))));
+    i1 = _mm256_add_epi32(i1, dot_u8s8(q[3], _mm256_loadu_si256((const __m256i *)(r + 192 + 32 * h))));
+    return _mm256_add_epi32(i0, i1);
+}
+
 // Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
 // = sc * fp16(d) of group 8h + g.
 ALWAYS_INLINE void q6k_unpack_avx2(const block_q6_K *b, __m256i q[2][4], __m256 a[2]) {
@@ -176,13 +228,76 @@ ALWAYS_INLINE void q6k_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int
             const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
             const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
             for (int h = 0; h < 2; h++) {
-                __m256i i0 = dot_u8s8(q[h][0], _mm256_loadu_si256((const __m256i *)(r + 32 * h)));
-                __m256i i1 = dot_u8s8(q[h][1], _mm256_loadu_si256((const __m256i *)(r + 64 + 32 * h)));
-                i0 = _mm256_add_epi32(i0, dot_u8s8(q[h][2], _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h))));
-                i1 = _mm256_add_epi32(i1, dot_u8s8(q[h][3], _mm256_loadu_si256((const __m256i *)(r + 192 + 32 * h))));
-                const __m256i i = _mm256_add_epi32(_mm256_add_epi32(i0, i1),
+                const __m256i i = _mm256_add_epi32(k16_dots_avx2(q[h], r, h),
                                                    _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h)));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+}
+
+
+// Q3_K, Q2_K (k16_kernel_c states the math): q[h][v] lane g = the unsigned
+// quants 16(8h + g) + 4v .. + 3, a[h] and (Q2_K) m[h] lane g = the factors of
+// group 8h + g. Group 8h + 2j + l16's 2-bit quants are bits 2j of the half's qs
+// dwords 4 l16 + v; Q3_K's third bit is bit 4h + j of hmask dwords 4 l16 + v.
+ALWAYS_INLINE void k16_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[2][4], __m256 a[2], __m256 m[2]) {
+    const __m256i idx = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4), sh = _mm256_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6);
+    const __m256i hsh = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const uint8_t *qs = type == Q_Q2_K ? ((const block_q2_K *)blk)->qs : ((const block_q3_K *)blk)->qs;
+    for (int h = 0; h < 2; h++) {
+        const __m256i Q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        for (int v = 0; v < 4; v++) {
+            const __m256i iv = _mm256_add_epi32(idx, _mm256_set1_epi32(v));
+            q[h][v] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permutevar8x32_epi32(Q, iv), sh), _mm256_set1_epi8(3));
+            if (type == Q_Q3_K) {
+                const __m256i H = _mm256_loadu_si256((const __m256i *)((const block_q3_K *)blk)->hmask);
+                const __m256i hb = _mm256_and_si256(
+                    _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(H, iv), _mm256_add_epi32(hsh, _mm256_set1_epi32(4 * h))),
+                    _mm256_set1_epi8(1));
+                q[h][v] = _mm256_or_si256(q[h][v], _mm256_slli_epi32(hb, 2));
+            }
+        }
+    }
+    if (type == Q_Q3_K) {
+        const block_q3_K *b = (const block_q3_K *)blk;
+        uint32_t w[4];
+        q3k_scale_words(b->scales, w);
+        const __m128i s16 = _mm_loadu_si128((const __m128i *)w);
+        for (int h = 0; h < 2; h++) {
+            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(s16, 8) : s16), _mm256_set1_epi32(32));
+            a[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(sc), _mm256_set1_ps(half_f32(b->d)));
+        }
+    } else {
+        const block_q2_K *b = (const block_q2_K *)blk;
+        for (int h = 0; h < 2; h++) {
+            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->scales + 8 * h)));
+            a[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(sc, _mm256_set1_epi32(15))), _mm256_set1_ps(half_f32(b->d)));
+            m[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(sc, 4)), _mm256_set1_ps(half_f32(b->dmin)));
+        }
+    }
+}
+
+ALWAYS_INLINE void k16_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                                 const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)n;
+    const size_t bs = type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K);
+    __m256 acc[TILE_T][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        __m256i q[2][4];
+        __m256 a[2], m[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        k16_unpack_avx2(type, w + (size_t)u * bs, q, a, m);
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+            const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
+            for (int h = 0; h < 2; h++) {
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h));
+                __m256i i = k16_dots_avx2(q[h], r, h);
+                if (type == Q_Q3_K) i = _mm256_add_epi32(i, c);
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
+                if (type == Q_Q2_K) acc[t][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(m[h], dx), acc[t][h]);
             }
         }
     }
@@ -384,6 +499,11 @@ TILE_FN(tile_q5_0, unit_tile_avx2, Q_Q5_0)
 TILE_FN(tile_q4_1, unit_tile_avx2, Q_Q4_1)
 TILE_FN(tile_q5_1, unit_tile_avx2, Q_Q5_1)
 TILE_FN(tile_q6_K, q6k_tile_avx2, Q_Q6_K)
+TILE_FN(tile_q3_K, k16_tile_avx2, Q_Q3_K)
+TILE_FN(tile_q2_K, k16_tile_avx2, Q_Q2_K)
+TILE_FN(tile_iq4_nl, unit_tile_avx2, Q_IQ4_NL)
+TILE_FN(tile_iq4_xs, unit_tile_avx2, Q_IQ4_XS)
+TILE_FN(tile_mxfp4, unit_tile_avx2, Q_MXFP4)
 TILE_FN(tile_f32, float_tile_avx2, Q_F32)
 TILE_FN(tile_f16, float_tile_avx2, Q_F16)
 TILE_FN(tile_bf16, float_tile_avx2, Q_BF16)
@@ -395,6 +515,11 @@ const tile_fn q_tiles_avx2[Q_TYPE_COUNT] = {
     [Q_Q4_1] = tile_q4_1,
     [Q_Q5_1] = tile_q5_1,
     [Q_Q6_K] = tile_q6_K,
+    [Q_Q3_K] = tile_q3_K,
+    [Q_Q2_K] = tile_q2_K,
+    [Q_IQ4_NL] = tile_iq4_nl,
+    [Q_IQ4_XS] = tile_iq4_xs,
+    [Q_MXFP4] = tile_mxfp4,
     [Q_F32] = tile_f32,
     [Q_F16] = tile_f16,
     [Q_BF16] = tile_bf16,

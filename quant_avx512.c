@@ -108,8 +108,77 @@ ALWAYS_INLINE void block_scales(const uint8_t *blocks, size_t bs, unit_regs *r) 
     r->m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
 }
 
+// --- IQ4_NL, MXFP4, IQ4_XS: 4-bit codes into a value table ----------------
+//
+// VPSHUFB looks the codes up in a table of their values + 128 (VPDPBUSD's
+// unsigned operand; the activation's c removes the 128 Σx, as for Q8_0).
+// IQ4_XS runs as a 32-element type: a unit is two super-blocks, lane L
+// sub-block L.
+
+// The table's values + 128, in every 128-bit lane.
+ALWAYS_INLINE __m512i lut_table(uint32_t type) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)(type == Q_MXFP4 ? MXFP4_VALUES : IQ4NL_VALUES));
+    return _mm512_broadcast_i32x4(_mm_xor_si128(t, _mm_set1_epi8((char)0x80)));
+}
+
+// MXFP4's scales 2^(e - 128) of 16 blocks (the exponent byte leads each
+// block; loaded one by one, see block_scales).
+ALWAYS_INLINE __m512 mxfp4_scales(const uint8_t *blocks) {
+    uint32_t w[16];
+    for (int b = 0; b < 16; b++) w[b] = blocks[b * sizeof(block_mxfp4)];
+    const __m512i e = _mm512_loadu_si512(w);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
+}
+
+// Two IQ4_XS super-blocks (sb): q[v], q[v + 4] lane L = the low and high
+// nibbles of dword v of sub-block L's 16 qs bytes; d lane L = fp16(d) * (ls - 32).
+ALWAYS_INLINE void iq4xs_unpack(const uint8_t *sb, unit_regs *r) {
+    __m512i X[4];  // X[k]: the 64 qs bytes of sub-blocks 4k..4k+3
+    for (int k = 0; k < 4; k++)
+        X[k] = load512(sb + (k / 2) * sizeof(block_iq4_xs) + offsetof(block_iq4_xs, qs) + 64 * (k % 2));
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int v = 0; v < 4; v++) {  // lane 8h + 4k + j: dword 4j + v of X[2h + k]
+        const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+                                             _mm512_set1_epi32(v));
+        const __m512i z = _mm512_mask_blend_epi32(0xff00, _mm512_permutex2var_epi32(X[0], idx, X[1]),
+                                                  _mm512_permutex2var_epi32(X[2], idx, X[3]));
+        r->q[v] = _mm512_and_si512(z, m4);
+        r->q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+    }
+    const block_iq4_xs *b = (const block_iq4_xs *)sb;
+    // per super-block: dword d | scales_h << 16, dword scales_l
+    const __m512i h = _mm512_inserti64x4(_mm512_set1_epi32((int)load_u32(&b[0])), _mm256_set1_epi32((int)load_u32(&b[1])), 1);
+    const __m512i l = _mm512_inserti64x4(_mm512_set1_epi32((int)load_u32(b[0].scales_l)),
+                                         _mm256_set1_epi32((int)load_u32(b[1].scales_l)), 1);
+    const __m512i s = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);  // the sub-block
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(l, _mm512_slli_epi32(s, 2)), _mm512_set1_epi32(15));
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(16))),
+                                        _mm512_set1_epi32(3));
+    const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+    r->d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), _mm512_cvtepi32_ps(ls));
+}
+
+// A unit of a table type: q = the codes' values + 128, d (m unused).
+ALWAYS_INLINE void lut_unpack(uint32_t type, const uint8_t *blocks, unit_regs *r) {
+    if (type == Q_IQ4_XS) {
+        iq4xs_unpack(blocks, r);
+    } else {
+        nibble_qs(blocks, block32_bytes(type), type == Q_MXFP4 ? offsetof(block_mxfp4, qs) : offsetof(block_iq4_nl, qs), r->q);
+        if (type == Q_MXFP4) r->d = mxfp4_scales(blocks);
+        else block_scales(blocks, sizeof(block_iq4_nl), r);
+    }
+    const __m512i tab = lut_table(type);
+    for (int v = 0; v < 8; v++) r->q[v] = _mm512_shuffle_epi8(tab, r->q[v]);
+}
+
 // Unpacks one full unit (16 blocks) of `type` into r.
 ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *r) {
+    if (q_is_lut(type)) {
+        lut_unpack(type, blocks, r);
+        return;
+    }
     const size_t bs = block32_bytes(type);
     if (type == Q_Q8_0) q8_0_qs((const block_q8_0 *)blocks, r->q);
     else nibble_qs(blocks, bs, type == Q_Q4_0 ? 2 : type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : 8, r->q);
@@ -124,7 +193,7 @@ ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *
 // One unit of one token: acc += d_w * d_x * Σ q*x per lane (+ c for the
 // +128 offset), and for Q8_1-style units acc += m * s.
 ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *a, __m512 *acc) {
-    const int has_c = type == Q_Q8_0 || type == Q_Q4_0 || type == Q_Q5_0;
+    const int has_c = type == Q_Q8_0 || type == Q_Q4_0 || type == Q_Q5_0 || q_is_lut(type);
     __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
     for (int v = 0; v < 8; v += 2) {
         i0 = _mm512_dpbusd_epi32(i0, r->q[v], load512(a + 64 * v));
@@ -215,6 +284,82 @@ ALWAYS_INLINE void q6k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_
         const uint8_t *q = x + (size_t)u * K16_BYTES;
 #pragma GCC unroll 16
         for (int t = 0; t < NT; t++) q6k_token(&r, q + t * xs, &acc[t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+
+// --- Q3_K, Q2_K (unit = one super-block, lane = group of 16) ---------------
+//
+// As Q6_K: lane g's unsigned quants against the activation record, and c
+// (act_k16) for Q3_K's offset 4 or Q2_K's min term (k16_kernel_c states it).
+
+typedef struct {
+    __m512i q[4];  // q[v] lane g: quants 16g+4v..16g+4v+3 (Q3_K 0..7, Q2_K 0..3)
+    __m512 a, m;   // lane g: the factor of the integer dot; of the min term (Q2_K)
+} k16_regs;
+
+// Lane g = group 8h + 2j + l16 (h < 2, j < 4, l16 < 2): its 2-bit quants are
+// bits 2j of qs dwords 8h + 4 l16 + v; Q3_K's third bit is bit 4h + j of
+// hmask dwords 4 l16 + v.
+ALWAYS_INLINE void k16_unpack(uint32_t type, const uint8_t *blk, k16_regs *r) {
+    const __m512i qidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
+    const __m512i qsh = _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 0, 0, 2, 2, 4, 4, 6, 6);
+    const __m512i hsh = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i qs = load512(type == Q_Q2_K ? ((const block_q2_K *)blk)->qs : ((const block_q3_K *)blk)->qs);
+    for (int v = 0; v < 4; v++) {
+        const __m512i vv = _mm512_set1_epi32(v);
+        const __m512i lo = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_add_epi32(qidx, vv), qs), qsh);
+        r->q[v] = _mm512_and_si512(lo, _mm512_set1_epi8(3));
+        if (type == Q_Q3_K) {
+            const __m512i hm = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)((const block_q3_K *)blk)->hmask));
+            const __m512i hidx = _mm512_and_si512(_mm512_add_epi32(qidx, vv), _mm512_set1_epi32(7));
+            const __m512i hb = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(hidx, hm), hsh), _mm512_set1_epi8(1));
+            r->q[v] = _mm512_or_si512(r->q[v], _mm512_slli_epi32(hb, 2));
+        }
+    }
+    if (type == Q_Q3_K) {
+        const block_q3_K *b = (const block_q3_K *)blk;
+        uint32_t w[4];
+        q3k_scale_words(b->scales, w);
+        const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w)), _mm512_set1_epi32(32));
+        r->a = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(half_f32(b->d)));
+    } else {
+        const block_q2_K *b = (const block_q2_K *)blk;
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->scales));
+        r->a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))), _mm512_set1_ps(half_f32(b->d)));
+        r->m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)), _mm512_set1_ps(half_f32(b->dmin)));
+    }
+}
+
+// One super-block of one token (q: its activation record).
+ALWAYS_INLINE void k16_token(uint32_t type, const k16_regs *r, const uint8_t *q, __m512 *acc) {
+    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
+    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[1], load512(q + 64));
+    i0 = _mm512_dpbusd_epi32(i0, r->q[2], load512(q + 128));
+    i1 = _mm512_dpbusd_epi32(i1, r->q[3], load512(q + 192));
+    const __m512i c = load512(q + K16_C);
+    __m512i i = _mm512_add_epi32(i0, i1);
+    if (type == Q_Q3_K) i = _mm512_add_epi32(i, c);
+    const __m512 dx = _mm512_set1_ps(load_f32(q + K16_D));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, dx), *acc);
+    if (type == Q_Q2_K) *acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(r->m, dx), *acc);
+}
+
+ALWAYS_INLINE void k16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                              const uint8_t *x, size_t xs, float *out, const int NT) {
+    (void)n;
+    const size_t bs = type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K);
+    __m512 acc[TILE_T];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        k16_regs r;
+        k16_unpack(type, w + (size_t)u * bs, &r);
+        const uint8_t *q = x + (size_t)u * K16_BYTES;
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++) k16_token(type, &r, q + t * xs, &acc[t]);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
@@ -582,6 +727,11 @@ TILE_FN(tile_q5_0, unit_tile_n, Q_Q5_0)
 TILE_FN(tile_q4_1, unit_tile_n, Q_Q4_1)
 TILE_FN(tile_q5_1, unit_tile_n, Q_Q5_1)
 TILE_FN(tile_q6_K, q6k_tile_n, Q_Q6_K)
+TILE_FN(tile_q3_K, k16_tile_n, Q_Q3_K)
+TILE_FN(tile_q2_K, k16_tile_n, Q_Q2_K)
+TILE_FN(tile_iq4_nl, unit_tile_n, Q_IQ4_NL)
+TILE_FN(tile_iq4_xs, unit_tile_n, Q_IQ4_XS)
+TILE_FN(tile_mxfp4, unit_tile_n, Q_MXFP4)
 TILE_FN(tile_f32, f_tile_n, Q_F32)
 TILE_FN(tile_f16, f_tile_n, Q_F16)
 TILE_FN(tile_bf16, bf16_tile_n, Q_BF16)
@@ -593,6 +743,11 @@ const tile_fn q_tiles_avx512[Q_TYPE_COUNT] = {
     [Q_Q4_1] = tile_q4_1,
     [Q_Q5_1] = tile_q5_1,
     [Q_Q6_K] = tile_q6_K,
+    [Q_Q3_K] = tile_q3_K,
+    [Q_Q2_K] = tile_q2_K,
+    [Q_IQ4_NL] = tile_iq4_nl,
+    [Q_IQ4_XS] = tile_iq4_xs,
+    [Q_MXFP4] = tile_mxfp4,
     [Q_F32] = tile_f32,
     [Q_F16] = tile_f16,
     [Q_BF16] = tile_bf16,

@@ -33,11 +33,25 @@ static void k4_ints_c(uint32_t type, const uint8_t *blk, const uint8_t *rec, int
     }
 }
 
+// IQ4_XS sub-block B of a row as a lane: its 32 values and d = fp16(d) *
+// (ls - 32) (exact).
+static void iq4xs_lane(const uint8_t *w, int64_t B, int q[32], float *d) {
+    const block_iq4_xs *b = (const block_iq4_xs *)w + B / 8;
+    const int s = (int)(B % 8);
+    for (int j = 0; j < 16; j++) {
+        q[j] = IQ4NL_VALUES[b->qs[16 * s + j] & 15];
+        q[j + 16] = IQ4NL_VALUES[b->qs[16 * s + j] >> 4];
+    }
+    *d = half_f32(b->d) * (float)iq4xs_scale(b, s);
+}
+
 // 32-element types: lane L of unit u is block 16u + L (blocks past the row's
-// end count as zero blocks): acc += fp16(d_w) * d_x * Σ w*x, with w = q - 8,
-// q - 16 or q; then for Q4_1/Q5_1 acc += fp16(m_w) * s_x.
-static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
-                                                     int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
+// end count as zero blocks; IQ4_XS: sub-block): acc += d_w * d_x * Σ w*x,
+// with w = q - 8, q - 16, q or the table's value and d_w = fp16(d) (MXFP4:
+// 2^(e - 128); IQ4_XS: fp16(d) * (ls - 32)); then for Q4_1/Q5_1
+// acc += fp16(m_w) * s_x.
+static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                             const uint8_t *x, size_t xs, float *out, int tn) {
     const size_t bs = block32_bytes(type);
     const int64_t nb = n / 32;
     const int q81 = type == Q_Q4_1 || type == Q_Q5_1;
@@ -48,9 +62,13 @@ static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t
         float d[16] = {0}, m[16] = {0};
         for (int L = 0; L < 16 && 16 * u + L < nb; L++) {
             const uint8_t *blk = w + (size_t)(16 * u + L) * bs;
+            if (type == Q_IQ4_XS) {
+                iq4xs_lane(w, 16 * u + L, q[L], &d[L]);
+                continue;
+            }
             block32_values(type, blk, q[L]);
             for (int j = 0; j < 32; j++) q[L][j] -= off;
-            d[L] = half_f32(load_u32(blk) & 0xffff);
+            d[L] = block32_d(type, blk);
             m[L] = q81 ? half_f32(load_u32(blk) >> 16) : 0.0f;
         }
         for (int t = 0; t < tn; t++) {
@@ -64,25 +82,49 @@ static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t
     for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
 }
 
-// Q6_K: unit = super-block, lane g = group of 16: acc += (sc_g * fp16(d)) *
-// d_x * (Σ q*x + c_g), q unsigned (0..63), c_g = -32 Σx stored with x.
-static void q6k_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
-                                                 int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
-    (void)type, (void)n;
-    float acc[TILE_T][16] = {{0}};
-    for (int64_t u = u0; u < u1; u++) {
+// Super-block u of a Q6_K, Q3_K or Q2_K row: its 256 unsigned quants q
+// (Q6_K 0..63, Q3_K 0..7, Q2_K 0..3), and per group g the factor a[g] of its
+// integer dot and (Q2_K) m[g] of its min term, both exact.
+static void k16_unpack(uint32_t type, const uint8_t *w, int64_t u, int q[256], float a[16], float m[16]) {
+    if (type == Q_Q6_K) {
         const block_q6_K *b = (const block_q6_K *)w + u;
-        int q[256];
-        float a[16];
         for (int e = 0; e < 256; e++) q[e] = q6k_value(b, e);
         for (int g = 0; g < 16; g++) a[g] = (float)b->scales[g] * half_f32(b->d);
+    } else if (type == Q_Q3_K) {
+        const block_q3_K *b = (const block_q3_K *)w + u;
+        uint32_t sw[4];
+        q3k_scale_words(b->scales, sw);
+        for (int e = 0; e < 256; e++) q[e] = q2_bits(b->qs, e) | ((b->hmask[e % 32] >> (e / 32)) & 1) << 2;
+        for (int g = 0; g < 16; g++) a[g] = (float)q3k_scale(sw, g) * half_f32(b->d);
+    } else {
+        const block_q2_K *b = (const block_q2_K *)w + u;
+        for (int e = 0; e < 256; e++) q[e] = q2_bits(b->qs, e);
+        for (int g = 0; g < 16; g++)
+            a[g] = (float)(b->scales[g] & 15) * half_f32(b->d), m[g] = (float)(b->scales[g] >> 4) * half_f32(b->dmin);
+    }
+}
+
+// Q6_K, Q3_K, Q2_K: unit = super-block, lane g = group of 16, q unsigned
+// (k16_unpack), c_g stored with x (act_k16). Q6_K and Q3_K: acc += a_g * d_x *
+// (Σ q*x + c_g), c_g = -32 Σx (-4 Σx) taking q - 32 (q - 4). Q2_K:
+// acc += a_g * d_x * Σ q*x, then acc -= c_g * (m_g * d_x), c_g = Σx.
+static void k16_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                         const uint8_t *x, size_t xs, float *out, int tn) {
+    (void)n;
+    float acc[TILE_T][16] = {{0}};
+    for (int64_t u = u0; u < u1; u++) {
+        int q[256];
+        float a[16], m[16];
+        k16_unpack(type, w, u, q, a, m);
         for (int t = 0; t < tn; t++) {
             const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
             const float dx = load_f32(r + K16_D);
             for (int g = 0; g < 16; g++) {
-                int32_t i = (int32_t)load_u32(r + K16_C + 4 * g);
+                const int32_t c = (int32_t)load_u32(r + K16_C + 4 * g);
+                int32_t i = type == Q_Q2_K ? 0 : c;
                 for (int p = 0; p < 16; p++) i += q[16 * g + p] * (int8_t)r[lane_pos(g, p)];
                 acc[t][g] = fmaf((float)i, a[g] * dx, acc[t][g]);
+                if (type == Q_Q2_K) acc[t][g] = fmaf(-(float)c, m[g] * dx, acc[t][g]);
             }
         }
     }
@@ -100,8 +142,8 @@ static inline float float_weight(uint32_t type, const uint8_t *w, int64_t n, int
 // F32/F16 (x: f32 values, fp16-rounded for F16): lane L = element 16u + L,
 // acc += w * x. BF16 (x: bf16): lane L = elements 32u + 2L + 1 and 32u + 2L,
 // in that order, as VDPBF16PS adds them.
-static void float_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0,
-                                                   int64_t u1, const uint8_t *x, size_t xs, float *out, int tn) {
+static void float_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                           const uint8_t *x, size_t xs, float *out, int tn) {
     for (int t = 0; t < tn; t++) {
         const uint8_t *xt = x + (size_t)t * xs;
         float acc[16] = {0};
@@ -127,7 +169,12 @@ TILE_FN(tile_q4_0, block32_kernel_c, Q_Q4_0)
 TILE_FN(tile_q5_0, block32_kernel_c, Q_Q5_0)
 TILE_FN(tile_q4_1, block32_kernel_c, Q_Q4_1)
 TILE_FN(tile_q5_1, block32_kernel_c, Q_Q5_1)
-TILE_FN(tile_q6_K, q6k_kernel_c, Q_Q6_K)
+TILE_FN(tile_q6_K, k16_kernel_c, Q_Q6_K)
+TILE_FN(tile_q3_K, k16_kernel_c, Q_Q3_K)
+TILE_FN(tile_q2_K, k16_kernel_c, Q_Q2_K)
+TILE_FN(tile_iq4_nl, block32_kernel_c, Q_IQ4_NL)
+TILE_FN(tile_iq4_xs, block32_kernel_c, Q_IQ4_XS)
+TILE_FN(tile_mxfp4, block32_kernel_c, Q_MXFP4)
 TILE_FN(tile_f32, float_kernel_c, Q_F32)
 TILE_FN(tile_f16, float_kernel_c, Q_F16)
 TILE_FN(tile_bf16, float_kernel_c, Q_BF16)
@@ -139,6 +186,11 @@ const tile_fn q_tiles_generic[Q_TYPE_COUNT] = {
     [Q_Q4_1] = tile_q4_1,
     [Q_Q5_1] = tile_q5_1,
     [Q_Q6_K] = tile_q6_K,
+    [Q_Q3_K] = tile_q3_K,
+    [Q_Q2_K] = tile_q2_K,
+    [Q_IQ4_NL] = tile_iq4_nl,
+    [Q_IQ4_XS] = tile_iq4_xs,
+    [Q_MXFP4] = tile_mxfp4,
     [Q_F32] = tile_f32,
     [Q_F16] = tile_f16,
     [Q_BF16] = tile_bf16,

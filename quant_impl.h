@@ -74,6 +74,42 @@ _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K");
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
 
+// 256 weights in 16 groups of 16: d * (scales[g] & 15) * q - dmin * (scales[g] >> 4),
+// q 2 bits: element 128h + 32j + l (h < 2, j < 4, l < 32) in bits 2j, 2j+1 of
+// qs[32h + l]; its group is (128h + 32j + l) / 16.
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; fp16_t d, dmin; } block_q2_K;
+// 256 weights d * (sc[g] - 32) * (q - 4), q 3 bits: the low two as Q2_K's qs,
+// the third is bit e / 32 of hmask[e % 32]; sc 6 bits, packed in scales[12]
+// (see q3k_scale_words).
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; fp16_t d; } block_q3_K;
+// 32 weights IQ4NL_VALUES[nibble] * d, nibbles as Q4_0.
+typedef struct { fp16_t d; uint8_t qs[16]; } block_iq4_nl;
+// 256 weights in 8 sub-blocks of 32: d * (ls[s] - 32) * IQ4NL_VALUES[nibble];
+// ls 6 bits: the low 4 are nibble s of scales_l (low nibble first), the high 2
+// bits 2s, 2s+1 of scales_h; qs[16s .. 16s+15] hold sub-block s as Q4_0's qs.
+typedef struct { fp16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } block_iq4_xs;
+// 32 weights MXFP4_VALUES[nibble] * 2^(e - 128), nibbles as Q4_0 (OCP MX: E2M1
+// values with an E8M0 scale 2^(e - 127); ggml doubles the values, halves the scale).
+typedef struct { uint8_t e; uint8_t qs[16]; } block_mxfp4;
+
+_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K");
+_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K");
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl");
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4");
+
+// The value tables of the 4-bit codes (ggml's kvalues_iq4nl, kvalues_mxfp4).
+static const int8_t IQ4NL_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+static const int8_t MXFP4_VALUES[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128), MXFP4's scale (subnormal for e < 2).
+static inline float e8m0_half(uint8_t e) {
+    const uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline float load_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
 
@@ -121,8 +157,7 @@ static inline int q4k_value(const block_q4_K *b, int e) {
 }
 
 // Integer values of one 32-weight block, before scale/offset: q in [0, 16)
-
-// for Q4_*, [0, 32) for Q5_*, signed for Q8_0.
+// for Q4_*, [0, 32) for Q5_*, signed for Q8_0, the table's for IQ4_NL/MXFP4.
 static inline void block32_values(uint32_t type, const void *blk, int q[32]) {
     const uint8_t *qs;
     uint32_t qh = 0;
@@ -130,6 +165,12 @@ static inline void block32_values(uint32_t type, const void *blk, int q[32]) {
     case Q_Q8_0:
         for (int j = 0; j < 32; j++) q[j] = ((const block_q8_0 *)blk)->qs[j];
         return;
+    case Q_IQ4_NL: case Q_MXFP4: {
+        const int8_t *tab = type == Q_MXFP4 ? MXFP4_VALUES : IQ4NL_VALUES;
+        qs = type == Q_MXFP4 ? ((const block_mxfp4 *)blk)->qs : ((const block_iq4_nl *)blk)->qs;
+        for (int j = 0; j < 16; j++) q[j] = tab[qs[j] & 15], q[j + 16] = tab[qs[j] >> 4];
+        return;
+    }
     case Q_Q4_0: qs = ((const block_q4_0 *)blk)->qs; break;
     case Q_Q4_1: qs = ((const block_q4_1 *)blk)->qs; break;
     case Q_Q5_0: qs = ((const block_q5_0 *)blk)->qs; qh = load_u32(((const block_q5_0 *)blk)->qh); break;
@@ -141,17 +182,54 @@ static inline void block32_values(uint32_t type, const void *blk, int q[32]) {
     }
 }
 
-// ---------------------------------------------------------------------------
+// Whether a type's 4-bit codes index a value table (IQ4NL_VALUES, MXFP4_VALUES).
+static inline int q_is_lut(uint32_t type) { return type == Q_IQ4_NL || type == Q_IQ4_XS || type == Q_MXFP4; }
+
+// The scale d of a 32-element block.
+static inline float block32_d(uint32_t type, const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return type == Q_MXFP4 ? e8m0_half(blk[0]) : half_f32(h);
+}
 
 // Bytes of one block of a 32-element type (a constant where type is one).
+// IQ4_XS, which the unit kernels treat as one: 17, a 32nd of its 136-byte
+// super-block of 8 sub-blocks.
 static inline size_t block32_bytes(uint32_t type) {
     switch (type) {
+    case Q_IQ4_NL: return sizeof(block_iq4_nl);
+    case Q_MXFP4: return sizeof(block_mxfp4);
+    case Q_IQ4_XS: return sizeof(block_iq4_xs) / 8;
     case Q_Q8_0: return sizeof(block_q8_0);
     case Q_Q4_0: return sizeof(block_q4_0);
     case Q_Q4_1: return sizeof(block_q4_1);
     case Q_Q5_0: return sizeof(block_q5_0);
     default: return sizeof(block_q5_1);
     }
+}
+
+// The 6-bit scale of sub-block s of an IQ4_XS super-block, minus 32.
+static inline int iq4xs_scale(const block_iq4_xs *b, int s) {
+    return (((b->scales_l[s / 2] >> 4 * (s % 2)) & 15) | ((b->scales_h >> 2 * s) & 3) << 4) - 32;
+}
+
+// The 16 group scales of a Q3_K super-block (6 bits, before subtracting 32),
+// four per word: group g's low 4 bits are nibble g / 8 of scales[g % 8], its
+// high 2 bits 2 (g / 4), 2 (g / 4) + 1 of scales[8 + g % 4].
+static inline void q3k_scale_words(const uint8_t q[12], uint32_t w[4]) {
+    const uint32_t a0 = load_u32(q), a1 = load_u32(q + 4), t = load_u32(q + 8);
+    w[0] = (a0 & 0x0f0f0f0f) | (t & 0x03030303) << 4;
+    w[1] = (a1 & 0x0f0f0f0f) | (t >> 2 & 0x03030303) << 4;
+    w[2] = (a0 >> 4 & 0x0f0f0f0f) | (t >> 4 & 0x03030303) << 4;
+    w[3] = (a1 >> 4 & 0x0f0f0f0f) | (t >> 6 & 0x03030303) << 4;
+}
+
+// Group g's scale of a Q3_K super-block, minus 32.
+static inline int q3k_scale(const uint32_t w[4], int g) { return (int)((w[g / 4] >> 8 * (g % 4)) & 63) - 32; }
+
+// The 2-bit quant of element e of a Q2_K (and the low bits of a Q3_K) block.
+static inline int q2_bits(const uint8_t qs[64], int e) {
+    return (qs[32 * (e / 128) + e % 32] >> 2 * ((e % 128) / 32)) & 3;
 }
 
 // ---------------------------------------------------------------------------

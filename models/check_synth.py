@@ -9,7 +9,8 @@ Checks, printing each failure to stderr (exit 1 if any):
     the shape they imply (q/k/v/output, ffn, norms; qwen2 biases, qwen3 q/k norms;
     output.weight or a tied embedding), and no unexpected tensor is present;
   * the tokenizer has one token per embedding row and in-range bos/eos ids;
-  * every fp16 scale of every quantized block is finite, F32/F16 data is finite;
+  * every fp16 scale of every quantized block is finite (MXFP4: no exponent is 255, E8M0's
+    NaN), F32/F16 data is finite;
   * with --like: the same tensors with the same types and shapes as REF (e.g. a file
     llama-quantize made) and the same hyperparameters.
 """
@@ -24,7 +25,8 @@ from gguf_writer import GGML_TYPES  # noqa: E402
 
 # byte offsets of the fp16 scale fields inside one block, per ggml type id
 SCALE_FIELDS = {2: [0], 3: [0, 2], 6: [0], 7: [0, 2], 8: [0], 10: [80, 82], 11: [108],
-                12: [0, 2], 13: [0, 2], 14: [208]}
+                12: [0, 2], 13: [0, 2], 14: [208], 20: [0], 23: [0]}
+MXFP4 = 39  # the exponent byte leads each 17-byte block
 HPARAMS = ["context_length", "embedding_length", "block_count", "feed_forward_length",
            "attention.head_count", "attention.head_count_kv", "rope.dimension_count",
            "attention.layer_norm_rms_epsilon", "rope.freq_base", "attention.key_length",
@@ -103,6 +105,8 @@ def check_data(r, c):
         raw = np.frombuffer(r.tensor_bytes(t), dtype=np.uint8)
         if t.type in (0, 1, 30):  # F32, F16, BF16
             c.expect(np.all(np.isfinite(r.tensor_float(t))), "%s: non-finite values" % t.name)
+        elif t.type == MXFP4:
+            c.expect(np.all(raw.reshape(-1, 17)[:, 0] != 255), "%s: an MXFP4 exponent is 255 (NaN)" % t.name)
         elif t.type in SCALE_FIELDS:
             blocks = raw.reshape(-1, GGML_TYPES[t.type][2])
             for off in SCALE_FIELDS[t.type]:

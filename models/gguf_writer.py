@@ -37,7 +37,7 @@ class VT:
 class GGMLType:
     F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 = 0, 1, 2, 3, 6, 7, 8, 9
     Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K = 10, 11, 12, 13, 14, 15
-    BF16 = 30
+    IQ4_NL, IQ4_XS, BF16, MXFP4 = 20, 23, 30, 39
 
 
 # id → (name, elements per block, bytes per block); the storage types quill knows.
@@ -57,7 +57,8 @@ TYPE_BY_NAME = {v[0]: k for k, v in GGML_TYPES.items()}
 # general.file_type values (llama.cpp's LLAMA_FTYPE_*).
 FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
              "Q2_K": 10, "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15,
-             "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "BF16": 32}
+             "Q5_K_S": 16, "Q5_K_M": 17, "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "BF16": 32,
+             "MXFP4_MOE": 38}
 
 # llama.cpp token types (tokenizer.ggml.token_type).
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \

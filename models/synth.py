@@ -15,11 +15,13 @@ shape of ../shared/models/gguf/synth-*), llama-3.2-1b, llama-3.2-3b, llama-3.1-8
 qwen2.5-0.5b (q/k/v biases), qwen3-0.6b (per-head q/k RMS norms, head_dim 128).
 --dim/--ffn/--layers/... override a shape's numbers.
 
-Types: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K (every matrix
-that type), or llama.cpp's mixes Q4_K_M / Q5_K_M (attn_v and ffn_down of some layers
-Q6_K). As llama-quantize does: the output matrix (or the tied embedding) is Q6_K for
-types below 6 bits, rows that do not fill a K-quant block fall back to Q5_0/Q5_1/Q8_0
-and then F16, and norms and biases are F32. Tensors are generated and written one
+Types: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q3_K Q4_K Q5_K Q6_K MXFP4 (every matrix
+that type), or llama.cpp's mixes of its file types Q2_K, Q3_K_M, Q4_K_M, Q5_K_M,
+IQ4_NL, IQ4_XS (some attn_v, attn_output and ffn_down matrices in more bits; see
+mix_type). As llama-quantize does: the output matrix (or the tied embedding) is Q6_K for
+types below 6 bits, rows that do not fill a K-quant block fall back to
+IQ4_NL/Q5_0/Q5_1/Q8_0 and then F16, and norms and biases are F32. Any valid encoding
+serves for speed: the quants are random, not a quantizer's search. Tensors are generated and written one
 chunk at a time, so memory stays small for multi-GB files.
 """
 import argparse
@@ -58,10 +60,12 @@ SHAPES = {
 DEFAULT_ROPE_BASE = {"llama": 10000.0, "qwen2": 1e6, "qwen3": 1e6}
 # llama-quantize's fallbacks for rows that do not fill a 256-element K-quant block.
 FALLBACK = {GGMLType.Q4_K: GGMLType.Q5_0, GGMLType.Q5_K: GGMLType.Q5_1,
-            GGMLType.Q6_K: GGMLType.Q8_0, GGMLType.Q2_K: GGMLType.Q4_0,
-            GGMLType.Q3_K: GGMLType.Q4_0}
-MIXES = {"Q4_K_M": GGMLType.Q4_K, "Q5_K_M": GGMLType.Q5_K}
-PURE_FTYPE = {"Q2_K": "Q2_K", "Q3_K": "Q3_K_M", "Q4_K": "Q4_K_S", "Q5_K": "Q5_K_S"}
+            GGMLType.Q6_K: GGMLType.Q8_0, GGMLType.Q2_K: GGMLType.IQ4_NL,
+            GGMLType.Q3_K: GGMLType.IQ4_NL, GGMLType.IQ4_XS: GGMLType.IQ4_NL}
+# llama.cpp's file types that mix types (mix_type), by their base type
+MIXES = {"Q2_K": GGMLType.Q2_K, "Q3_K_M": GGMLType.Q3_K, "Q4_K_M": GGMLType.Q4_K,
+         "Q5_K_M": GGMLType.Q5_K, "IQ4_NL": GGMLType.IQ4_NL, "IQ4_XS": GGMLType.IQ4_XS}
+PURE_FTYPE = {"Q3_K": "Q3_K_S", "Q4_K": "Q4_K_S", "Q5_K": "Q5_K_S", "MXFP4": "MXFP4_MOE"}
 CHUNK_BYTES = 32 << 20
 
 
@@ -95,7 +99,8 @@ def _block_maker(t):
         GGMLType.Q8_0: (0, None, 73.6, 0),
         GGMLType.Q4_K: (0, 2, 258.0, 7.5), GGMLType.Q5_K: (0, 2, 527.0, 15.5),
         GGMLType.Q6_K: (208, None, 1367.0, 0), GGMLType.Q2_K: (80, 82, 13.9, 1.5),
-        GGMLType.Q3_K: (108, None, 43.3, 0),
+        GGMLType.Q3_K: (108, None, 43.3, 0), GGMLType.IQ4_NL: (0, None, 67.4, 0),
+        GGMLType.IQ4_XS: (0, None, 1246.0, 0), GGMLType.MXFP4: (0, None, 5.85, 0),
     }
     d_off, m_off, spread, centre = layouts[t]
     size = GGML_TYPES[t][2]
@@ -103,6 +108,9 @@ def _block_maker(t):
     def make(rng, nb, sigma):
         b = _random_bytes(rng, nb, size)
         d = _scales(rng, nb, np.float32(sigma / spread))
+        if t == GGMLType.MXFP4:  # the scale is 2^(e - 128): the power of two nearest d
+            b[:, 0] = np.clip(np.rint(np.log2(d)) + 128, 1, 254).astype(np.uint8)
+            return b
         b[:, d_off:d_off + 2] = _f16(d)
         if m_off is not None:
             # Q4_1/Q5_1 store the block minimum m (value = d*q + m); K-quants store dmin
@@ -156,9 +164,35 @@ def _use_more_bits(i, n):
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def choose_type(qname, kind, role, layer, n_layers, cols):
+def mix_type(qname, base, role, layer, n_layers, gqa):
+    """llama-quantize's choice for attn_v, attn_output and ffn_down under a mixed file
+    type (llama_tensor_get_type; base elsewhere)."""
+    K = GGMLType
+    if role == "attn_v":
+        if qname == "Q2_K":
+            return K.Q4_K if gqa >= 4 else K.Q3_K
+        if qname == "Q3_K_M":
+            return K.Q5_K if layer < 2 else K.Q4_K
+        if qname in ("IQ4_NL", "IQ4_XS") and gqa >= 4:
+            return K.Q5_K
+    elif role == "ffn_down":
+        if qname == "Q2_K":
+            return K.Q3_K
+        if qname == "Q3_K_M":
+            return K.Q5_K if layer < n_layers // 16 else K.Q4_K
+        if qname in ("IQ4_NL", "IQ4_XS") and layer < n_layers // 8:
+            return K.Q5_K
+    elif role == "attn_output":
+        return {"Q2_K": K.Q3_K, "Q3_K_M": K.Q4_K}.get(qname, base)
+    if qname in ("Q4_K_M", "Q5_K_M") and role in ("attn_v", "ffn_down") and _use_more_bits(layer, n_layers):
+        return K.Q6_K
+    return base
+
+
+def choose_type(qname, kind, role, layer, n_layers, cols, gqa):
     """Type of one tensor under --type qname. role: "output" (classifier, or the
-    embedding when tied), "embd", "attn_v", "ffn_down" or "other"."""
+    embedding when tied), "embd", "attn_v", "attn_output", "ffn_down" or "other";
+    gqa: query heads per kv head."""
     if kind != "matrix":
         return GGMLType.F32
     base = MIXES.get(qname, TYPE_BY_NAME.get(qname))
@@ -166,8 +200,8 @@ def choose_type(qname, kind, role, layer, n_layers, cols):
     if role == "output" and base not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16,
                                          GGMLType.Q8_0, GGMLType.Q6_K):
         t = GGMLType.Q6_K
-    elif qname in MIXES and role in ("attn_v", "ffn_down") and _use_more_bits(layer, n_layers):
-        t = GGMLType.Q6_K
+    elif qname in MIXES:
+        t = mix_type(qname, base, role, layer, n_layers, gqa)
     if cols % GGML_TYPES[t][1]:
         t = FALLBACK.get(t, GGMLType.F16)
         if cols % GGML_TYPES[t][1]:
@@ -197,7 +231,7 @@ def tensor_list(c):
         if c["arch"] == "qwen3":
             out += [(p + "attn_q_norm.weight", (hd,), "norm", "other", i),
                     (p + "attn_k_norm.weight", (hd,), "norm", "other", i)]
-        out.append((p + "attn_output.weight", (q, d), "matrix", "other", i))
+        out.append((p + "attn_output.weight", (q, d), "matrix", "attn_output", i))
         out.append((p + "ffn_norm.weight", (d,), "norm", "other", i))
         out.append((p + "ffn_gate.weight", (d, c["ffn"]), "matrix", "other", i))
         out.append((p + "ffn_up.weight", (d, c["ffn"]), "matrix", "other", i))
@@ -292,8 +326,8 @@ def main(argv):
     ap.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
     ap.add_argument("--type", default="Q8_0",
                     choices=sorted(set(MIXES) | {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0",
-                                                 "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-                                                 "Q6_K"}))
+                                                 "Q5_1", "Q8_0", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+                                                 "MXFP4"}))
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--arch", choices=["llama", "qwen2", "qwen3"])
@@ -328,7 +362,7 @@ def write_synth(a):
         if kind == "rope_freqs":
             w.add_tensor(name, shape, GGMLType.F32, llama3_rope_factors(c))
             continue
-        t = choose_type(a.type, kind, role, layer, c["layers"], shape[0])
+        t = choose_type(a.type, kind, role, layer, c["layers"], shape[0], c["heads"] // c["kv_heads"])
         counts[GGML_TYPES[t][0]] = counts.get(GGML_TYPES[t][0], 0) + 1
         w.add_tensor(name, shape, t, tensor_chunks(a.seed, index, t, shape, kind))
     w.write()

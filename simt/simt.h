@@ -1,7 +1,7 @@
 // simt/simt.h — the device side of quill's SIMT emulation: what CUDA C++
 // gives a kernel (thread indices, __syncthreads, warp shuffles, __ldg,
-// dp4a, atomics, vector types) for kernels.cu compiled by g++ and run on the
-// CPU. Every CUDA thread is a fiber; a block's fibers run on one OS thread
+// dp4a, byte_perm, atomics, vector types) for kernels.cu compiled by g++ and
+// run on the CPU. Every CUDA thread is a fiber; a block's fibers run on one OS thread
 // in a seeded order, each freely until it reaches a synchronisation point
 // (no implicit lock-step), and the runtime (runtime.cpp) checks at those
 // points what a GPU would punish: threads at different barriers, a barrier
@@ -169,6 +169,17 @@ static inline int __dp4a(int a, int b, int c) {
 static inline unsigned __vsub4(unsigned a, unsigned b) {
     unsigned r = 0;
     for (int k = 0; k < 4; k++) r |= (unsigned)(uint8_t)((a >> 8 * k) - (b >> 8 * k)) << 8 * k;
+    return r;
+}
+// byte k of the result: byte (s >> 4k) & 7 of the 8 bytes y:x (x the low four);
+// bit 3 of the selector nibble replicates that byte's sign bit instead
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int k = 0; k < 4; k++) {
+        const unsigned sel = (s >> 4 * k) & 15, b = (unsigned)(v >> 8 * (sel & 7)) & 0xff;
+        r |= (sel & 8 ? (b & 0x80 ? 0xffu : 0u) : b) << 8 * k;
+    }
     return r;
 }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }

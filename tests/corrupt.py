@@ -31,8 +31,8 @@ from gguf_reader import GGUFReader  # noqa: E402
 from gguf_writer import VT, _encode_value, _gguf_str  # noqa: E402
 
 # ggml type ids used below (gguf_writer.GGML_TYPES has the full table)
-F32, F16, Q8_0, Q2_K, IQ2_XXS, IQ4_NL = 0, 1, 8, 10, 16, 20
-BLOCK = {Q2_K: (256, 84), IQ2_XXS: (256, 66), IQ4_NL: (32, 18), F16: (1, 2), F32: (1, 4)}
+F32, F16, Q8_0, Q8_1, IQ2_XXS, IQ3_S, TQ1_0 = 0, 1, 8, 9, 16, 21, 34
+BLOCK = {Q8_1: (32, 36), IQ2_XXS: (256, 66), IQ3_S: (256, 110), TQ1_0: (256, 54), F16: (1, 2), F32: (1, 4)}
 
 
 class Gguf:
@@ -197,15 +197,14 @@ def model_level(q8, f32, synth, out):
     """Files that parse cleanly but are not a model quill can run."""
     w = lambda name: os.path.join(out, name + ".gguf")  # noqa: E731
     g = Gguf(q8)
-    g.retype("blk.0.attn_q.weight", IQ4_NL)
-    g.write(w("type-iq4_nl"))
+    g.retype("blk.0.attn_q.weight", Q8_1)
+    g.write(w("type-q8_1"))
     if synth:
-        g = Gguf(synth)
-        g.retype("blk.0.attn_q.weight", IQ2_XXS)
-        g.write(w("type-iq2_xxs"))
-        g = Gguf(synth)
-        g.retype("blk.1.ffn_up.weight", Q2_K)
-        g.write(w("type-q2_k"))
+        for name, ty, tensor in (("iq2_xxs", IQ2_XXS, "blk.0.attn_q.weight"), ("iq3_s", IQ3_S, "blk.1.ffn_up.weight"),
+                                 ("tq1_0", TQ1_0, "output.weight")):
+            g = Gguf(synth)
+            g.retype(tensor, ty)
+            g.write(w("type-" + name))
 
     g = Gguf(q8)
     g.drop_tensor("blk.0.ffn_up.weight")

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """ref_quant.py — independent float64 references for tests/test_quant.c.
 
-Written from the ggml block-layout specification (ggml-common.h), not from
-quant.c: a minimal GGUF reader, numpy dequantizers for every type quill
-computes with, and numpy's float16 rounding.
+Written from the ggml block-layout specification (ggml-common.h; MXFP4 from
+the OCP Microscaling spec), not from quant.c: a minimal GGUF reader, numpy
+dequantizers for every type quill computes with, and numpy's float16 rounding.
 
   ref_quant.py fixtures OUT SHARED   dequantization fixtures (see write_fixture)
   ref_quant.py f16cases OUT          float32 -> float16 rounding cases
@@ -11,7 +11,11 @@ computes with, and numpy's float16 rounding.
 Before writing fixtures it checks itself: each llama.cpp-quantized tensor,
 dequantized here, must be close to the same tensor in a higher-precision file
 of the same model (stories260K F32, synth-llama Q8_0). A layout misread here
-would fail that check rather than agree with a matching misread in C.
+would fail that check rather than agree with a matching misread in C. MXFP4
+(gpt-oss experts) has no higher-precision copy: its check is the encoder's
+mark instead, every block's largest value 4 or 6 times its scale (llama.cpp
+picks the scale 2^(floor(log2 amax) - 2), and E2M1 rounds amax/scale in
+[4, 8) to 4 or 6).
 Exits non-zero with a message on any failure, including a missing numpy.
 """
 import os
@@ -24,9 +28,16 @@ except ImportError:
     sys.exit("ref_quant.py: numpy is missing (install python3-numpy for /usr/bin/python3)")
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
+Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4 = 10, 11, 20, 23, 39
 # type -> (elements per block, bytes per block)
 BLOCK = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q4_0: (32, 18), Q4_1: (32, 20), Q5_0: (32, 22),
-         Q5_1: (32, 24), Q8_0: (32, 34), Q4_K: (256, 144), Q5_K: (256, 176), Q6_K: (256, 210)}
+         Q5_1: (32, 24), Q8_0: (32, 34), Q4_K: (256, 144), Q5_K: (256, 176), Q6_K: (256, 210),
+         Q2_K: (256, 84), Q3_K: (256, 110), IQ4_NL: (32, 18), IQ4_XS: (256, 136), MXFP4: (32, 17)}
+# IQ4_NL / IQ4_XS: the 16 values a 4-bit code stands for (ggml's kvalues_iq4nl)
+IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float64)
+# OCP MX E2M1: bit 3 the sign, bits 0-2 the magnitude
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float64)
+E2M1 = np.concatenate([E2M1, -E2M1])
 
 
 # ---------------------------------------------------------------- GGUF reading
@@ -179,6 +190,67 @@ def deq_q6_K(raw):
     return out.ravel()
 
 
+def nibbles(qs):
+    """[nb, 16] bytes -> [nb, 32] codes: elements 0..15 the low nibbles, 16..31 the high."""
+    q = qs.astype(np.int64)
+    return np.concatenate([q & 15, q >> 4], axis=1)
+
+
+def deq_iq4_nl(raw):
+    b = blocks_of(raw, 18)
+    return (IQ4NL[nibbles(b[:, 2:18])] * half(b[:, 0:2])).ravel()
+
+
+def deq_mxfp4(raw):
+    """OCP MX: E2M1 values times the E8M0 scale 2^(e - 127)."""
+    b = blocks_of(raw, 17)
+    scale = np.ldexp(1.0, b[:, 0:1].astype(np.int64) - 127)
+    return (E2M1[nibbles(b[:, 1:17])] * scale).ravel()
+
+
+def deq_iq4_xs(raw):
+    b = blocks_of(raw, 136)
+    d = half(b[:, 0:2])                                      # [nb, 1]
+    sh = b[:, 2:4].copy().view("<u2").astype(np.int64)       # [nb, 1]
+    sl = b[:, 4:8].astype(np.int64)
+    out = np.zeros((b.shape[0], 256))
+    for s in range(8):
+        ls = ((sl[:, s // 2] >> 4 * (s % 2)) & 15) | (((sh[:, 0] >> 2 * s) & 3) << 4)
+        q = IQ4NL[nibbles(b[:, 8 + 16 * s:8 + 16 * s + 16])]
+        out[:, 32 * s:32 * s + 32] = (d[:, 0] * (ls - 32))[:, None] * q
+    return out.ravel()
+
+
+def two_bit_quants(qs):
+    """[nb, 64] Q2_K/Q3_K qs -> [nb, 256]: element 128h + 32j + l is bits 2j of byte 32h + l."""
+    q = qs.astype(np.int64)
+    out = np.zeros((q.shape[0], 256), dtype=np.int64)
+    for h in range(2):
+        for j in range(4):
+            out[:, 128 * h + 32 * j:128 * h + 32 * j + 32] = (q[:, 32 * h:32 * h + 32] >> 2 * j) & 3
+    return out
+
+
+def deq_q2_K(raw):
+    b = blocks_of(raw, 84)
+    sc = np.repeat(b[:, 0:16].astype(np.int64), 16, axis=1)  # group e // 16's byte, per element
+    d, dmin = half(b[:, 80:82]), half(b[:, 82:84])
+    return (d * (sc & 15) * two_bit_quants(b[:, 16:80]) - dmin * (sc >> 4)).ravel()
+
+
+def deq_q3_K(raw):
+    b = blocks_of(raw, 110)
+    hm = b[:, 0:32].astype(np.int64)
+    high = np.concatenate([(hm >> k) & 1 for k in range(8)], axis=1)  # element 32k + l: bit k of hmask[l]
+    q = two_bit_quants(b[:, 32:96]) + 4 * high - 4
+    s = b[:, 96:108].astype(np.int64)
+    sc = np.zeros((b.shape[0], 16), dtype=np.int64)
+    for g in range(16):  # low 4 bits: nibble g // 8 of byte g % 8; high 2: bits 2 (g // 4) of byte 8 + g % 4
+        sc[:, g] = ((s[:, g % 8] >> 4 * (g // 8)) & 15) | (((s[:, 8 + g % 4] >> 2 * (g // 4)) & 3) << 4)
+    d = half(b[:, 108:110])
+    return (d * np.repeat(sc - 32, 16, axis=1) * q).ravel()
+
+
 def dequantize(raw, typ):
     if typ == F32:
         return np.frombuffer(raw, dtype="<f4").astype(np.float64)
@@ -193,6 +265,9 @@ def dequantize(raw, typ):
         return deq_q4_K_q5_K(raw, typ)
     if typ == Q6_K:
         return deq_q6_K(raw)
+    table = {Q2_K: deq_q2_K, Q3_K: deq_q3_K, IQ4_NL: deq_iq4_nl, IQ4_XS: deq_iq4_xs, MXFP4: deq_mxfp4}
+    if typ in table:
+        return table[typ](raw)
     raise ValueError(f"type {typ} not handled")
 
 
@@ -211,7 +286,22 @@ REAL = [
     ("synth-llama-Q4_K_M.gguf", "output.weight", "synth-llama-Q8_0.gguf", 0.04),        # Q6_K
     ("synth-llama-Q5_K_M.gguf", "blk.1.ffn_down.weight", "synth-llama-Q8_0.gguf", 0.06),  # Q5_K
     ("synth-llama-Q6_K.gguf", "blk.2.ffn_gate.weight", "synth-llama-Q8_0.gguf", 0.04),
+    ("synth-llama-IQ4_NL.gguf", "blk.0.ffn_up.weight", "synth-llama-Q8_0.gguf", 0.10),
+    ("synth-llama-IQ4_XS.gguf", "blk.1.attn_q.weight", "synth-llama-Q8_0.gguf", 0.10),
+    ("synth-llama-Q2_K.gguf", "blk.0.ffn_gate.weight", "synth-llama-Q8_0.gguf", 0.36),   # Q2_K
+    ("synth-llama-Q2_K.gguf", "blk.2.ffn_down.weight", "synth-llama-Q8_0.gguf", 0.19),   # Q3_K
+    ("synth-llama-Q3_K_M.gguf", "token_embd.weight", "synth-llama-Q8_0.gguf", 0.19),     # Q3_K
+    ("synth-gptoss-MXFP4.gguf", "blk.1.ffn_gate_exps.weight", "mxfp4", 0),
+    ("synth-gptoss-MXFP4.gguf", "blk.3.ffn_down_exps.weight", "mxfp4", 0),
 ]
+
+
+def mxfp4_mark(raw):
+    """llama.cpp's MXFP4 encoder: each nonzero block's largest |value| is 4 or 6 scales."""
+    b = blocks_of(raw, 17)
+    top = np.abs(E2M1[nibbles(b[:, 1:17])]).max(axis=1)
+    bad = np.count_nonzero((top != 4) & (top != 6) & (top != 0))
+    return "%d of %d blocks' largest value is not 4 or 6 times the scale" % (bad, len(top)) if bad else None
 
 
 def rows_of(ne, typ, raw, max_rows):
@@ -243,6 +333,13 @@ def random_blocks(rng, typ, nb):
 
     if typ == Q6_K:
         put_half(208, 1e-3, 1e-1)
+    elif typ == Q3_K:
+        put_half(108, 1e-3, 1e-1)
+    elif typ == Q2_K:
+        put_half(80, 1e-3, 1e-1)
+        put_half(82, 1e-3, 1e-1)
+    elif typ == MXFP4:  # every exponent but those whose values overflow float32, 0 and 1 (subnormal) included
+        b[:, 0] = np.concatenate([[0, 1, 2, 127, 250], rng.integers(0, 251, nb - 5)])
     else:
         put_half(0, 1e-3, 1e-1)
         if typ in (Q4_1, Q5_1, Q4_K, Q5_K):
@@ -265,7 +362,11 @@ def fixtures(out, shared):
     with open(os.path.join(out, "index.txt"), "w") as index:
         for i, (fname, tname, better, tol) in enumerate(REAL):
             typ, ne, raw = tensor(fname, tname)
-            if better:  # self-check against a higher-precision copy of the same tensor
+            if better == "mxfp4":
+                why = mxfp4_mark(raw)
+                if why:
+                    failures.append(f"{fname}:{tname}: {why}")
+            elif better:  # self-check against a higher-precision copy of the same tensor
                 btyp, bne, braw = tensor(better, tname)
                 a, b = dequantize(raw, typ), dequantize(braw, btyp)
                 err = np.sqrt(np.mean((a - b) ** 2) / np.mean(b ** 2))
@@ -274,7 +375,7 @@ def fixtures(out, shared):
             n, rows, part = rows_of(ne, typ, raw, 48)
             write_fixture(out, index, f"real{i}_t{typ}", typ, n, rows, part)
         rng = np.random.default_rng(1234)
-        for typ in (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K):
+        for typ in (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4):
             per = BLOCK[typ][0]
             nb = 64 if per == 32 else 8
             write_fixture(out, index, f"rand_t{typ}", typ, per * nb, 1, random_blocks(rng, typ, nb))

@@ -5,7 +5,7 @@
 # x86-64-v3 and a no-SIMD build).
 #   env: BUILD (build). Run from the repo root; exit 0 = pass.
 #
-# test_quant --dump prints a hash of q_matmul's output for 550 products over
+# test_quant --dump prints a hash of q_matmul's output for 800 products over
 # every weight type and every path (unit tails, K chunks of multi-token products,
 # row blocks, lone tokens). This build's dump is compared with those of
 # test_quant compiled here for x86-64-v3 (AVX2) and with no SIMD at all. On a

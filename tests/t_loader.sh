@@ -133,12 +133,15 @@ broken nested-array "tokenizer.ggml.scores" "nested arrays"
 broken value-type-13 "general.name" "unknown value type 13"
 
 # ---- valid GGUF, not a model quill runs --------------------------------------------------
-unrunnable type-iq4_nl "'blk.0.attn_q.weight'" "IQ4_NL" "cannot compute"
+# a type quill cannot run: the tensor, its type and the list of the types quill runs
+runs="\(it runs F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS BF16 MXFP4\)$"
+unrunnable type-q8_1 "'blk.0.attn_q.weight'" "type Q8_1," "cannot compute" "$runs"
 if [ -f "$T/type-iq2_xxs.gguf" ]; then  # from synth-llama-Q8_0 (dim 256: whole K blocks)
-    unrunnable type-iq2_xxs "'blk.0.attn_q.weight'" "IQ2_XXS" "cannot compute"
-    unrunnable type-q2_k "'blk.1.ffn_up.weight'" "Q2_K" "cannot compute"
+    unrunnable type-iq2_xxs "'blk.0.attn_q.weight'" "type IQ2_XXS," "cannot compute" "$runs"
+    unrunnable type-iq3_s "'blk.1.ffn_up.weight'" "type IQ3_S," "cannot compute" "$runs"
+    unrunnable type-tq1_0 "'output.weight'" "type TQ1_0," "cannot compute" "$runs"
 else
-    echo "skip IQ2_XXS / Q2_K tensors: $SHARED/models/gguf/synth-llama-Q8_0.gguf not found"
+    echo "skip IQ2_XXS / IQ3_S / TQ1_0 tensors: $SHARED/models/gguf/synth-llama-Q8_0.gguf not found"
 fi
 unrunnable missing-ffn-up "tensor 'blk.0.ffn_up.weight' is missing"
 unrunnable missing-embd "tensor 'token_embd.weight' is missing"

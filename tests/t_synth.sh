@@ -26,7 +26,7 @@ like() {  # name, reference file (skipped when absent)
     fi
 }
 
-for t in Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K; do
+for t in Q8_0 Q4_0 Q4_K_M Q5_K_M Q6_K Q2_K Q3_K_M IQ4_NL IQ4_XS; do
     synth "llama-$t" --shape tiny --type "$t"
     like "llama-$t" "$ref/synth-llama-$t.gguf"
 done
@@ -42,7 +42,7 @@ a, b = (GGUFReader(p).tensors for p in sys.argv[1:])
 sys.exit(0 if {n: (t.type, t.shape) for n, t in a.items()} == {n: (t.type, t.shape) for n, t in b.items()} else 1)
 ' "$tmp/qwen3-Q4_K_M.gguf" "$ref/synth-qwen3-Q4_K_M.gguf"
 
-for t in F32 F16 BF16 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K; do
+for t in F32 F16 BF16 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K MXFP4; do
     synth "llama-$t" --shape tiny --layers 2 --type "$t"
     like "llama-$t" /nonexistent
 done
@@ -50,6 +50,15 @@ done
 synth odd --shape tiny --dim 320 --heads 5 --kv-heads 1 --ffn 640 --layers 2 --type Q4_K_M
 like odd /nonexistent
 check "odd dims fall back to Q5_0/Q8_0" sh -c "$PY models/gguf_reader.py '$tmp/odd.gguf' | grep -q 'attn_q.weight  *Q5_0' && $PY models/gguf_reader.py '$tmp/odd.gguf' | grep -q 'output.weight  *Q8_0'"
+# llama-quantize's rules that the tiny shape does not reach: attn_v in Q5_K with 4 query
+# heads per kv head, ffn_down of the first eighth of the layers in Q5_K; and rows of 640
+# (no 256-block) falling back: IQ4_XS to IQ4_NL, Q5_K to Q5_1
+synth iq4xs-gqa4 --shape tiny --heads 8 --kv-heads 2 --ffn 640 --layers 8 --type IQ4_XS
+like iq4xs-gqa4 /nonexistent
+check "IQ4_XS mix: attn_v Q5_K (gqa 4), ffn_down of layer 0 Q5_K (as Q5_1), rows of 640 IQ4_NL" sh -c "
+    $PY models/gguf_reader.py '$tmp/iq4xs-gqa4.gguf' >'$tmp/iq4xs.txt' &&
+    [ \$(grep -c 'attn_v.weight  *Q5_K' '$tmp/iq4xs.txt') = 8 ] && grep -q 'blk.0.attn_q.weight  *IQ4_XS' '$tmp/iq4xs.txt' &&
+    grep -q 'blk.0.ffn_down.weight  *Q5_1' '$tmp/iq4xs.txt' && grep -q 'blk.1.ffn_down.weight  *IQ4_NL' '$tmp/iq4xs.txt'"
 # a small Llama-3-style model: byte-level BPE vocabulary (128256), tied embedding, rope_freqs
 synth l3 --shape llama-3.2-1b --dim 256 --ffn 512 --layers 2 --heads 4 --kv-heads 2 --type Q4_K_M
 like l3 /nonexistent

@@ -126,6 +126,9 @@ static uint8_t *random_rows(rng_t *r, uint32_t t, int64_t rows, int64_t cols) {
         case Q_BF16: put16(b, f32_to_bf16(gauss(r))); break;
         case Q_Q4_1: case Q_Q5_1: case Q_Q4_K: case Q_Q5_K: put16(b, d), put16(b + 2, m); break;
         case Q_Q6_K: put16(b + 208, d); break;
+        case Q_Q3_K: put16(b + 108, d); break;
+        case Q_Q2_K: put16(b + 80, d), put16(b + 82, d); break;
+        case Q_MXFP4: b[0] = (uint8_t)(118 + rnd(r) % 8); break;  // scales 2^-10 .. 2^-3
         default: put16(b, d); break;
         }
     }
@@ -154,9 +157,10 @@ static float *dequantized(const qmat *w) {
 // ---- embed, rmsnorm, elementwise, rope ----------------------------------------------
 
 static void test_embed(ctx *x, rng_t *r) {
-    const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K,
+                              Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
-        const int64_t cols = types[ti] >= Q_Q4_K && types[ti] <= Q_Q6_K ? 512 : qtype_get(types[ti])->block == 32 ? 96 : 37;
+        const int64_t blk = qtype_get(types[ti])->block, cols = blk == 256 ? 512 : blk == 32 ? 96 : 37;
         const int rows = 50, n = 7;
         qmat wc, wg;
         make_weight(x, r, types[ti], rows, cols, &wc, &wg);
@@ -341,7 +345,8 @@ static void test_matmul_type(ctx *x, rng_t *r, uint32_t t) {
 }
 
 static void test_matmul(ctx *x, rng_t *r) {
-    const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K,
+                              Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) test_matmul_type(x, r, types[i]);
 }
 
@@ -670,9 +675,10 @@ static void test_graph(ctx *x, rng_t *r) {
 static void test_upload_errors(ctx *x) {
     if (x->G == x->C) return;  // cpu.c takes any weight as it is
     uint8_t blk[84] = {0};
-    qmat w = {.type = Q_Q2_K, .rows = 1, .cols = 256, .row_bytes = 84, .data = blk};
+    qmat w = {.type = 16 /* IQ2_XXS */, .rows = 1, .cols = 256, .row_bytes = 66, .data = blk};
     char err[ERR_LEN] = "";
-    check(x->G->upload(x->gb, &w, err) != 0 && strstr(err, "Q2_K"), "upload of a Q2_K weight fails naming the type (%s)", err);
+    check(x->G->upload(x->gb, &w, err) != 0 && strstr(err, "IQ2_XXS"), "upload of an IQ2_XXS weight fails naming the type (%s)",
+          err);
 }
 
 static void test_roofline(ctx *x) {

@@ -172,10 +172,11 @@ static void test_dequant(const char *dir, const char *shared) {
         free(y), free(raw), free(ref);
     }
     fclose(idx);
-    static const int need[] = {Q_F32, Q_F16, Q_BF16, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q8_0, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    static const int need[] = {Q_F32, Q_F16, Q_BF16, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q8_0, Q_Q4_K, Q_Q5_K, Q_Q6_K,
+                               Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (!types_seen[need[i]]) fail("no dequantization fixture for type %d", need[i]);
-    if (count < 15) fail("only %d dequantization fixtures", count);
+    if (count < 32) fail("only %d dequantization fixtures", count);
 }
 
 // --------------------------------------------------- activation quantization
@@ -197,7 +198,7 @@ static uint32_t act_k4_pair(const uint8_t *xq, int64_t k, int p) {
 
 static int act_q(uint32_t wtype, const uint8_t *xq, int64_t n, int64_t i, float *d) {
     (void)n;
-    if (wtype == Q_Q6_K) {  // 384-byte records: q[256], c[16], d
+    if (wtype == Q_Q6_K || wtype == Q_Q3_K || wtype == Q_Q2_K) {  // 384-byte records: q[256], c[16], d
         const uint8_t *rec = xq + (i / 256) * 384;
         const int j = (int)(i % 256);
         memcpy(d, rec + 320, 4);
@@ -285,17 +286,17 @@ static void test_act_q8_0_q8_1(void) {
 // Block 2: all zero -> d = 0, q = 0.
 // Group sums (bsums): block 0 group 0 = 0-2-2+0-127 = -131, group 1 = 4;
 // block 1 group 0 = 0, group 2 = 32. Q6_K rows store c = -32 * bsums:
-// 4192, -128, 0, -1024. Q4_K rows store int16 pairs of Σq per 32
-// (sub-blocks 2p, 2p + 1): block 0 pair 0 = (-127, 0), block 1 pair 0 =
-// (0, 32), pair 1 = (0, 0).
+// 4192, -128, 0, -1024; Q3_K rows -4 * bsums, Q2_K rows bsums. Q4_K rows
+// store int16 pairs of Σq per 32 (sub-blocks 2p, 2p + 1): block 0 pair 0 =
+// (-127, 0), block 1 pair 0 = (0, 32), pair 1 = (0, 0).
 static void test_act_q8_K(void) {
     float x[768] = {0};
     x[0] = 1, x[1] = 3, x[2] = 5, x[3] = -1, x[5] = 254, x[17] = -7;
     x[256] = -4, x[257] = 4, x[300] = 1;
     const struct { int j, q; } want[] = {{0, 0}, {1, -2}, {2, -2}, {3, 0}, {5, -127}, {17, 4}, {4, 0},
                                          {256, -127}, {257, 127}, {300, 32}, {512, 0}, {767, 0}};
-    static const uint32_t wt[2] = {Q_Q6_K, Q_Q4_K};
-    for (int k = 0; k < 2; k++) {
+    static const uint32_t wt[4] = {Q_Q6_K, Q_Q3_K, Q_Q2_K, Q_Q4_K};
+    for (int k = 0; k < 4; k++) {
         uint8_t *xq = xmalloc64(q_act_row_bytes(wt[k], 768));
         q_quantize_act(wt[k], x, xq, 768);
         const char *name = qtype_get(wt[k])->name;
@@ -310,12 +311,15 @@ static void test_act_q8_K(void) {
             act_q(wt[k], xq, 768, dat[i], &d);
             if (d != dwant[i]) fail("Q8_K for %s: d at %d = %g, want %g", name, dat[i], d, dwant[i]);
         }
-        if (k == 0) {
-            int32_t c[3][16];
-            for (int b = 0; b < 3; b++) memcpy(c[b], xq + 384 * b + 256, sizeof c[b]);
-            if (c[0][0] != 4192 || c[0][1] != -128 || c[0][2] != 0 || c[1][0] != 0 || c[1][2] != -1024 || c[2][0] != 0)
-                fail("Q8_K for Q6_K: c %d %d %d %d %d %d, want 4192 -128 0 0 -1024 0", c[0][0], c[0][1], c[0][2],
-                     c[1][0], c[1][2], c[2][0]);
+        if (wt[k] != Q_Q4_K) {  // c = mul * bsums of groups (0, 0), (0, 1), (0, 2), (1, 0), (1, 2), (2, 0)
+            const int mul = wt[k] == Q_Q6_K ? -32 : wt[k] == Q_Q3_K ? -4 : 1, bsums[6] = {-131, 4, 0, 0, 32, 0};
+            const int at[6][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 2}, {2, 0}};
+            for (int i = 0; i < 6; i++) {
+                int32_t c;
+                memcpy(&c, xq + 384 * at[i][0] + 256 + 4 * at[i][1], 4);
+                if (c != mul * bsums[i])
+                    fail("Q8_K for %s: c of block %d group %d = %d, want %d", name, at[i][0], at[i][1], c, mul * bsums[i]);
+            }
         } else {  // int16 pairs (Σq of sub-blocks 2p, 2p + 1), per super-block
             const uint32_t want_w[4] = {0xff81u, 0x200000u, 0, 0};
             const int at[4][2] = {{0, 0}, {1, 0}, {1, 1}, {2, 0}};
@@ -367,6 +371,9 @@ static void random_row(rng_t *r, uint32_t type, uint8_t *row, int64_t n) {
         if (type == Q_BF16) { put16(blk, f32_to_bf16((float)gauss(r))); continue; }
         for (size_t i = 0; i < q->block_bytes; i++) blk[i] = (uint8_t)rnd(r);
         if (type == Q_Q6_K) { put16(blk + 208, rand_half(r, 1e-3, 2e-2)); continue; }
+        if (type == Q_Q3_K) { put16(blk + 108, rand_half(r, 1e-3, 2e-2)); continue; }
+        if (type == Q_Q2_K) { put16(blk + 80, rand_half(r, 1e-3, 5e-2)), put16(blk + 82, rand_half(r, 1e-3, 5e-2)); continue; }
+        if (type == Q_MXFP4) { blk[0] = (uint8_t)(118 + rnd(r) % 8); continue; }  // e: scales 2^-10 .. 2^-3
         put16(blk, rand_half(r, 1e-3, 5e-2));
         if (type == Q_Q4_1 || type == Q_Q5_1 || type == Q_Q4_K || type == Q_Q5_K) put16(blk + 2, rand_half(r, 1e-3, 5e-2));
     }
@@ -453,7 +460,8 @@ static void run_case(rng_t *r, const mm_case *c, double err[3]) {
 }
 
 static void test_matmul(void) {
-    static const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    static const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K,
+                                     Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     static const int shapes[][2] = {{1, 1}, {3, 2}, {7, 5}, {3, 8}, {5, 9}, {2, 17}, {37, 3}};
     rng_t r = {0x9E3779B97F4A7C15ull};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -620,7 +628,8 @@ static void mv_part(void *ctx, int i, int nth) {
 }
 
 static void bench(const char *only) {
-    static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32};
+    static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32,
+                                     Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     const int64_t n = 2048;
     const int rows = 8192, ntok = 64;
     rng_t r = {42};
@@ -683,7 +692,8 @@ static void bench(const char *only) {
 // multi-token products, row blocks, lone tokens. The AVX-512, AVX2 and
 // portable builds must print the same lines (tests/t_isa.sh compares them).
 static void dump(void) {
-    static const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    static const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K,
+                                     Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     static const int small[][2] = {{1, 1}, {3, 2}, {37, 3}, {5, 8}, {2, 17}};  // {rows, tokens}
     static const int large[][2] = {{3, 1}, {33, 5}, {2, 16}};
     rng_t r = {0xD0D0CAFEull};
@@ -702,6 +712,7 @@ static void dump(void) {
                 uint8_t *w = xmalloc64(rb * nr), *xq = xmalloc64(xs * nt);
                 float *x = xmalloc64(sizeof(float) * n), *y = xmalloc64(sizeof(float) * nr * nt);
                 for (int i = 0; i < nr; i++) random_row(&r, type, w + i * rb, n);
+                for (int i = 0; type == Q_MXFP4 && i < nr; i++) w[i * rb] = (uint8_t)(i % 2);  // subnormal scales
                 for (int t = 0; t < nt; t++) {
                     for (int64_t i = 0; i < n; i++) x[i] = (float)gauss(&r);
                     q_quantize_act(type, x, xq + t * xs, n);
