@@ -514,6 +514,9 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
     run R = {.m = m, .tok = tok, .o = o, .in = in, .out = out, .sum = sum, .err = err, .cache_seq = -1,
              .pool = model_kv_room(m)};
     const int nv = model_cfg(m)->n_vocab;
+    if (sizeof(float) * (double)nv * (o->parallel + 1) > (double)mem_available())
+        return errf(err, "the logits of %d sequences x %d tokens need more memory than is available (lower --parallel)",
+                    o->parallel + 1, nv);
     R.slots = calloc((size_t)o->parallel, sizeof *R.slots);
     R.dec = calloc((size_t)o->parallel, sizeof *R.dec);
     R.logits = malloc(sizeof(float) * nv * (size_t)(o->parallel + 1));

@@ -355,13 +355,16 @@ static void parse_options(options *o, int argc, char **argv, int first) {
 
 // ---- input --------------------------------------------------------------
 
-// Reads a whole stream; dies on a read error. *len excludes the added NUL.
-static char *read_all(FILE *f, const char *what, size_t *len) {
+// Reads a whole stream; dies on a read error, or when it holds more than
+// max bytes (0: no bound), before holding more than that. *len excludes the
+// added NUL.
+static char *read_all(FILE *f, const char *what, size_t max, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     if (!buf) die("out of memory");
     for (size_t r; (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
         n += r;
+        if (max && n > max) die("%s is longer than %zu bytes: more than the context can hold (raise -c)", what, max);
         if (cap - n - 1 == 0 && !(buf = realloc(buf, cap *= 2))) die("out of memory reading %s", what);
     }
     if (ferror(f)) die("cannot read %s: %s", what, strerror(errno));
@@ -370,27 +373,28 @@ static char *read_all(FILE *f, const char *what, size_t *len) {
     return buf;
 }
 
-static char *read_file(const char *path, size_t *len) {
+static char *read_file(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) die("cannot open '%s': %s", path, strerror(errno));
-    char *s = read_all(f, path, len);
+    char *s = read_all(f, path, max, len);
     fclose(f);
     return s;
 }
 
 // The prompt: arguments, else -f, else stdin (not a terminal), byte for byte,
 // except that with drop_newline one trailing newline of stdin ("\n" or "\r\n",
-// what `echo` adds) is dropped: generation does, `tokenize` does not.
-static char *read_prompt(const options *o, int drop_newline, size_t *len) {
+// what `echo` adds) is dropped: generation does, `tokenize` does not. A file
+// or stdin longer than max bytes (0: no bound) is refused as it is read.
+static char *read_prompt(const options *o, int drop_newline, size_t max, size_t *len) {
     char *p;
     if (o->prompt) {
         p = strdup(o->prompt);
         if (!p) die("out of memory");
         *len = strlen(p);
     } else if (o->file) {
-        p = read_file(o->file, len);
+        p = read_file(o->file, max, len);
     } else if (!isatty(STDIN_FILENO)) {
-        p = read_all(stdin, "stdin", len);
+        p = read_all(stdin, "the prompt on stdin", max ? max + 2 : 0, len);  // + the newline dropped below
         if (drop_newline && *len && p[*len - 1] == '\n') {
             p[--*len] = 0;
             if (*len && p[*len - 1] == '\r') p[--*len] = 0;
@@ -401,6 +405,13 @@ static char *read_prompt(const options *o, int drop_newline, size_t *len) {
     long bad = utf8_invalid_at(p, *len);
     if (bad >= 0) die("the prompt is not valid UTF-8 (byte %ld)", bad);
     return p;
+}
+
+// The most bytes a prompt that fits the context can have: every token stands
+// for at most its piece's length in bytes, so a longer text is more tokens
+// than the context holds whatever it says, and is refused unread.
+static size_t prompt_max_bytes(const model *m, const tokenizer *tok) {
+    return (size_t)model_ctx(m) * (size_t)(tok_max_piece_len(tok) > 0 ? tok_max_piece_len(tok) : 1);
 }
 
 // ---- output -------------------------------------------------------------
@@ -459,6 +470,10 @@ static void load(const options *o, model **m, tokenizer **tok) {
         die("%s: the tokenizer has %d tokens but token_embd.weight has %d rows", o->model,
             tok_n_vocab(*tok), model_cfg(*m)->n_vocab);
     backend_notice(o, why);
+    const int trained = model_cfg(*m)->n_ctx_train;
+    if (o->n_ctx > trained && trained > 0 && !o->quiet)
+        fprintf(stderr, "quill: warning: a context of %d tokens is longer than the %d the model was trained on; "
+                        "text past that may degrade\n", o->n_ctx, trained);
 }
 
 static int32_t *tokenize(const options *o, const tokenizer *tok, const char *text, size_t len, int *n) {
@@ -594,11 +609,11 @@ static spec *spec_start(const options *o, model *m, model **draft) {
 }
 
 static int cmd_generate(const options *o) {
-    size_t plen;
-    char *prompt = read_prompt(o, 1, &plen);
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
+    size_t plen;
+    char *prompt = read_prompt(o, 1, prompt_max_bytes(m, tok), &plen);
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
@@ -720,10 +735,14 @@ static int cmd_ppl(int argc, char **argv) {
     tokenizer *tok;
     load(&o, &m, &tok);
     size_t len;
-    char *text = read_file(o.file, &len);
+    char *text = read_file(o.file, 0, &len);
     int n_tok, n_ctx = o.n_ctx, n_vocab = model_cfg(m)->n_vocab;
     int32_t *ids = tokenize(&o, tok, text, len, &n_tok);
     if (n_tok < 2 * n_ctx) die("%s: %d tokens; perplexity with -c %d needs at least %d", o.file, n_tok, n_ctx, 2 * n_ctx);
+    const double logit_bytes = sizeof(float) * (double)n_ctx * n_vocab;
+    if (logit_bytes > (double)mem_available())
+        die("the logits of %d positions x %d tokens need %.1f MiB, more than the memory available (lower -c)",
+            n_ctx, n_vocab, logit_bytes / 1048576);
     float *logits = malloc(sizeof(float) * (size_t)n_ctx * n_vocab);
     if (!logits) die("out of memory");
     const int n_chunk = n_tok / n_ctx, first = n_ctx / 2;
@@ -853,7 +872,7 @@ static int cmd_tokenize(int argc, char **argv) {
     parse_options(&o, argc, argv, 2);
     if (!o.model) die("usage: quill tokenize -m MODEL.gguf [--ids] [--no-bos] [TEXT]");
     size_t len;
-    char *text = read_prompt(&o, 0, &len);
+    char *text = read_prompt(&o, 0, 0, &len);
     gguf_file f;
     tokenizer *tok;
     char err[ERR_LEN];

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <time.h>
 
 int errf(char *err, const char *fmt, ...) {
@@ -37,4 +38,23 @@ long utf8_invalid_at(const char *s, size_t n) {
         i += len;
     }
     return -1;
+}
+
+size_t mem_available(void) {
+    size_t avail = SIZE_MAX;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            avail = kb < SIZE_MAX / 1024 ? (size_t)kb * 1024 : SIZE_MAX;
+            break;
+        }
+    if (f) fclose(f);
+    const int res[2] = {RLIMIT_AS, RLIMIT_DATA};
+    for (int i = 0; i < 2; i++) {
+        struct rlimit rl;
+        if (!getrlimit(res[i], &rl) && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < avail) avail = rl.rlim_cur;
+    }
+    return avail;
 }

@@ -24,6 +24,11 @@ static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return __built
 // invalid), or -1 when all of it is valid.
 long utf8_invalid_at(const char *s, size_t n);
 
+// Bytes of memory this process can still take: the kernel's MemAvailable
+// (free memory plus what can be reclaimed), bounded by RLIMIT_AS and
+// RLIMIT_DATA when they are set. SIZE_MAX when it cannot tell.
+size_t mem_available(void);
+
 // Monotonic wall clock in seconds.
 double now_sec(void);
 
