@@ -4,6 +4,8 @@
 #   make demo       ./quill generating from the shipped demo model
 #   make test       every test, in a normal and an ASan+UBSan build (the latter CPU only),
 #                   then the CUDA backend on the CPU through the SIMT emulation (both builds)
+#   make fuzz       every fuzz target (tests/fuzz) for FUZZ_TIME seconds (default 300)
+#   make soak       batch over 10,000 records and a 2,000-turn chat under ASan (slow)
 #   make test-cuda  the CUDA backend against the CPU (needs a GPU)
 #   make bench      prefill/decode speed against the memory-bandwidth roofline
 #   make bench-peer quill beside llama.cpp's llama-bench on the same files, in rounds
@@ -68,7 +70,8 @@ COMMIT  := $(shell [ -e .git ] && git describe --always --dirty 2>/dev/null || e
 $(shell echo '$(VERSION) $(COMMIT)' | cmp -s - $(BUILD)/version || echo '$(VERSION) $(COMMIT)' > $(BUILD)/version)
 endif
 
-.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench bench-peer clean install uninstall
+.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench bench-peer clean install uninstall \
+        fuzz fuzz-build test-fuzz soak
 all: quill models
 
 quill: $(BUILD)/quill
@@ -129,6 +132,7 @@ models:
 test:
 	$(MAKE) --no-print-directory test-fast
 	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-simt
 
 test-fast: $(BUILD)/quill $(TEST_BIN) models
@@ -137,6 +141,26 @@ test-fast: $(BUILD)/quill $(TEST_BIN) models
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
 	QUILL_SANITIZED=1 tests/run.sh build/asan $(SHARED)
+
+# Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target (clang, ASan+UBSan) over
+# the library built with coverage in build/fuzz (tests/fuzz/fuzz.h says how to add one).
+# tests/fuzz/run.sh replays each target's regression inputs and seeds, then fuzzes it:
+# make fuzz for FUZZ_TIME seconds a target, make test (test-fuzz) for FUZZ_TEST_TIME.
+FUZZ_CC        ?= clang
+FUZZ_TIME      ?= 300
+FUZZ_TEST_TIME ?= 20
+FUZZ_SAN        = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_TARGETS    = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz-build:
+	$(MAKE) --no-print-directory BUILD=build/fuzz CUDA=0 CC=$(FUZZ_CC) OPT="-O1 -march=native" SAN="$(FUZZ_SAN)" \
+		$(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+fuzz: fuzz-build
+	tests/fuzz/run.sh build/fuzz $(FUZZ_TIME) $(FUZZ_TARGETS)
+test-fuzz: fuzz-build
+	tests/fuzz/run.sh build/fuzz $(FUZZ_TEST_TIME) $(FUZZ_TARGETS)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libquill.a $(wildcard *.h)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
 
 # The CUDA backend on the CPU through the SIMT emulation (simt/, no GPU needed):
 # a normal and an ASan+UBSan build (tests/simt.sh).
