@@ -27,6 +27,7 @@
 #include "pcache.h"
 #include "quant.h"
 #include "sample.h"
+#include "signals.h"
 #include "spec.h"
 #include "template.h"
 #include "textout.h"
@@ -418,6 +419,14 @@ static size_t prompt_max_bytes(const model *m, const tokenizer *tok) {
 
 // ---- generation ---------------------------------------------------------
 
+// The exit status after a command that polls signals.h's flag: 0, or 128 +
+// the signal that stopped it (saying so on stderr unless quiet).
+static int signal_status(int quiet) {
+    const int sig = *sig_flag();
+    if (sig && !quiet) fprintf(stderr, "quill: stopped by %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return sig ? 128 + sig : 0;
+}
+
 // The backend: CUDA when this build has it and a GPU is usable (--gpu: or
 // fail), else the CPU. *why (when not empty) says why a GPU build runs on the
 // CPU, for a notice once the model has loaded.
@@ -483,6 +492,28 @@ static int32_t *tokenize(const options *o, const tokenizer *tok, const char *tex
     return ids;
 }
 
+// --stats-json: the JSON is printed into memory (stats_open), then replaces
+// the file whole (stats_write), so a full disk or a kill leaves the old one.
+typedef struct {
+    char *buf;
+    size_t len;
+} membuf;
+
+static FILE *stats_open(membuf *mb) {
+    FILE *f = open_memstream(&mb->buf, &mb->len);
+    if (!f) die("out of memory");
+    return f;
+}
+
+static void stats_write(const char *path, FILE *f, membuf *mb) {
+    char err[ERR_LEN];
+    if (fclose(f)) die("out of memory");
+    const void *parts[] = {mb->buf};
+    const size_t lens[] = {mb->len};
+    if (write_file_atomic(path, parts, lens, 1, 0666, err)) die("cannot write '%s': %s", path, err);
+    free(mb->buf);
+}
+
 static void print_stats(const options *o, const gen_stats *st, model *m) {
     double ttft = st->t_prefill * 1e3, tpot = st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0;
     double pre_tps = st->t_prefill > 0 ? (st->n_prompt - st->n_cached) / st->t_prefill : 0;
@@ -497,8 +528,8 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
                 st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, st->finish,
                 model_backend_desc(m), o->sp.seed);
     if (!o->stats_json) return;
-    FILE *f = fopen(o->stats_json, "w");
-    if (!f) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    membuf mb;
+    FILE *f = stats_open(&mb);
     fprintf(f,
             "{\"prompt_tokens\": %d, \"cached_tokens\": %d, \"cache_write_ms\": %.3f, "
             "\"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
@@ -506,7 +537,7 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
             "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s}\n",
             st->n_prompt, st->n_cached, st->t_cache_write * 1e3, ttft, pre_tps, st->n_gen, tpot, dec_tps,
             st->finish, model_backend_desc(m), o->sp.seed, spec_json);
-    if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    stats_write(o->stats_json, f, &mb);
 }
 
 // Uniform in [0, 1) for draw `step` of a seeded run (splitmix64 of seed and
@@ -552,6 +583,7 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (stop) { st->finish = "stop"; break; }
         if (out.closed) break;
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
+        if (*sig_flag()) { st->finish = "interrupted"; break; }
         if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
             st->finish = "context";
             if (!o->quiet) fprintf(stderr, "\nquill: context full (%d tokens); stopping\n", model_ctx(m));
@@ -568,7 +600,22 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         st->decode_steps++;
     }
     if (strcmp(st->finish, "stop") && textout_finish(&out) < 0) die("out of memory");
+    if (out.error && !*sig_flag()) die("cannot write the output: %s", strerror(out.error));  // a full disk
     textout_free(&out);
+}
+
+// Passes of the prompt's positions from..n-1 (a multiple of model.c's pass of
+// 512 tokens, so they are the passes one call would make), so that a signal
+// is seen between them; the last one picks the first new token. Returns it,
+// or -1 when a signal stopped the prefill.
+#define PREFILL_CHUNK 2048
+static int32_t prefill(const options *o, model *m, sampler *smp, const int32_t *ids, int from, int n, float *logits) {
+    char err[ERR_LEN];
+    for (; n - from > PREFILL_CHUNK; from += PREFILL_CHUNK) {
+        if (*sig_flag()) return -1;
+        if (model_forward(m, ids + from, PREFILL_CHUNK, 0, logits, err)) die("%s", err);
+    }
+    return *sig_flag() ? -1 : forward_sample(o, m, smp, ids + from, n - from, logits, 0);
 }
 
 // --prompt-cache: restores the prompt's cached prefix (see pcache_prompt_restore);
@@ -614,6 +661,7 @@ static int cmd_generate(const options *o) {
     load(o, &m, &tok);
     size_t plen;
     char *prompt = read_prompt(o, 1, prompt_max_bytes(m, tok), &plen);
+    sig_install();  // once the prompt is read: a signal stops the generation cleanly
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
@@ -632,11 +680,12 @@ static int cmd_generate(const options *o) {
     if (o->n_predict != 0 || o->prompt_cache) {  // with -n 0, --prompt-cache still prefills and saves
         int save = 0;
         if (o->prompt_cache) st.n_cached = prompt_cache_restore(o, m, ids, n, &save);
-        int32_t next = forward_sample(o, m, smp, ids + st.n_cached, n - st.n_cached, logits, 0);
-        if (sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
+        int32_t next = prefill(o, m, smp, ids, st.n_cached, n, logits);
+        if (next >= 0 && sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
         st.t_prefill = now_sec() - t0;
-        if (save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
-        if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
+        if (next >= 0 && save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
+        if (next < 0) st.finish = "interrupted";
+        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
         else st.finish = "length";
     } else {
         st.finish = "length";
@@ -651,7 +700,7 @@ static int cmd_generate(const options *o) {
     sampler_free(smp);
     tok_free(tok);
     model_free(m);
-    return 0;
+    return signal_status(o->quiet);
 }
 
 // ---- info ---------------------------------------------------------------
@@ -965,10 +1014,11 @@ static int cmd_chat(const options *o) {
                     .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
                     .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp};
     char err[ERR_LEN];
+    sig_install();
     if (chat_run(m, tok, &co, err)) die("%s", err);
     tok_free(tok);
     model_free(m);
-    return 0;
+    return *sig_flag() == SIGTERM ? signal_status(o->quiet) : 0;  // Ctrl-C at the prompt ends with 0
 }
 
 // ---- batch ------------------------------------------------------------------
@@ -1004,15 +1054,23 @@ static void print_batch_stats(const options *o, const batch_summary *s, model *m
                 s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
                 s->wall, tps, ttft, tpot, model_backend_desc(m));
     if (!o->stats_json) return;
-    FILE *f = fopen(o->stats_json, "w");
-    if (!f) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    membuf mb;
+    FILE *f = stats_open(&mb);
     fprintf(f,
             "{\"sequences\": %d, \"errors\": %d, \"prompt_tokens\": %ld, \"prefill_tokens\": %ld, "
             "\"shared_prefix_tokens\": %ld, \"generated_tokens\": %ld, \"steps\": %ld, \"wall_s\": %.3f, "
             "\"tok_s\": %.3f, \"mean_ttft_ms\": %.3f, \"mean_tpot_ms\": %.3f, \"backend\": \"%s\"}\n",
             s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
             s->steps, s->wall, tps, ttft, tpot, model_backend_desc(m));
-    if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    stats_write(o->stats_json, f, &mb);
+}
+
+// Flushes a batch's output and puts a file's on disk, not only in the page
+// cache (a pipe or a terminal has nothing to sync: EINVAL); a closed pipe
+// (EPIPE) is not an error. 0, or -1 with errno.
+static int finish_output(FILE *out) {
+    if (fflush(out) && errno != EPIPE) return -1;
+    return fsync(fileno(out)) && errno != EINVAL && errno != EROFS ? -1 : 0;
 }
 
 // quill batch: batch's own options first; the rest are generation options.
@@ -1060,13 +1118,20 @@ static int cmd_batch(int argc, char **argv) {
     load(&o, &m, &tok);
     batch_summary sum;
     char err[ERR_LEN];
+    sig_install();
+    bo.stop = sig_flag();
     int rc = batch_run(m, tok, &bo, in, out, &sum, err);
     print_batch_stats(&o, &sum, m);
     if (rc) die("%s", err);
-    if (out != stdout && fclose(out)) die("cannot write '%s': %s", out_path, strerror(errno));
+    if (finish_output(out) || (out != stdout && fclose(out)))
+        die("cannot write '%s': %s", out_path, strerror(errno));
     if (in != stdin) fclose(in);
     tok_free(tok);
     model_free(m);
+    if (sum.interrupted) {
+        if (!o.quiet) fprintf(stderr, "quill batch: %d records written before the signal; the rest were not\n", sum.n_records);
+        return signal_status(o.quiet);
+    }
     if (sum.n_errors) die("%d of %d input records failed (see their \"error\" fields)", sum.n_errors, sum.n_records);
     return 0;
 }

@@ -29,6 +29,17 @@ long utf8_invalid_at(const char *s, size_t n);
 // RLIMIT_DATA when they are set. SIZE_MAX when it cannot tell.
 size_t mem_available(void);
 
+// Writes parts[0..n) (lens[i] bytes each) to path (given `mode` less the
+// umask) through a temp file beside it, fsync, rename over path and fsync of
+// the directory: a crash or kill at any instant, or a full disk, leaves the
+// old file or the whole new one, never a mix. The temp file is unnamed until
+// it is whole (O_TMPFILE, linked as "path.tmp-PID" just before the rename),
+// so a kill leaves no debris, except in that instant or where the file system
+// lacks O_TMPFILE ("path.tmp-XXXXXX" from the start). 0, or -1 with the
+// reason in err (without the path; the temp file removed).
+int write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int n, unsigned mode,
+                      char *err);
+
 // Monotonic wall clock in seconds.
 double now_sec(void);
 
