@@ -162,6 +162,11 @@ test-fuzz: fuzz-build
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libquill.a $(wildcard *.h)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
 
+# Long runs of the ASan+UBSan build (tests/soak.sh): batch over 10,000 records, a 2,000-turn chat.
+soak: models
+	$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill
+	tests/soak.sh build/asan
+
 # The CUDA backend on the CPU through the SIMT emulation (simt/, no GPU needed):
 # a normal and an ASan+UBSan build (tests/simt.sh).
 SIMT_PROGS = quill tests/test_backend_ops tests/test_cuda_model tests/simt_selftest

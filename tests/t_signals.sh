@@ -100,11 +100,14 @@ check "SIGTERM to a batch waiting for input: says so" grep -q "quill: stopped by
 check "SIGTERM to a batch waiting for input: whole lines" test -n "$(json_lines "$tmp/out.jsonl")"
 
 # ---- chat (messages from a pipe): SIGINT ends an answer and the chat goes on; SIGTERM ends it
-"$QUILL" -m "$M" -i -c 4096 -n 100000 <"$tmp/fifo" >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-exec 3>"$tmp/fifo"
-echo "Tell me a story" >&3
-wait_for 60 size_at_least "$tmp/out" 200
+answering_chat() {  # starts a chat reading fd 3 (the fifo), sends a message, waits for its answer to flow
+    "$QUILL" -m "$M" -i -c 4096 -n 100000 <"$tmp/fifo" >"$tmp/out" 2>"$tmp/err" &
+    pid=$!
+    exec 3>"$tmp/fifo"
+    echo "Tell me a story" >&3
+    wait_for 60 size_at_least "$tmp/out" 200
+}
+answering_chat
 kill -INT $pid
 wait_for 60 grep -q "| interrupted |" "$tmp/err"
 echo "/quit" >&3
@@ -112,11 +115,7 @@ finish $pid
 exec 3>&-
 check "SIGINT in a chat answer: the answer stops, the chat goes on to /quit (exit 0)" \
     bash -c "test $rc -eq 0 && grep -q '| interrupted |' '$tmp/err'"
-"$QUILL" -m "$M" -i -c 4096 -n 100000 <"$tmp/fifo" >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-exec 3>"$tmp/fifo"
-echo "Tell me a story" >&3
-wait_for 60 size_at_least "$tmp/out" 200
+answering_chat
 kill -TERM $pid
 finish $pid
 check "SIGTERM in a chat answer: exit 143" test "$rc" -eq 143
