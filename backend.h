@@ -135,7 +135,7 @@ typedef struct backend_ops {
                       const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                       int head_dim, int kv_type);
 
-    // ---- Optional ops: NULL where a backend lacks them (cpu.c has roofline and mem_available). ----
+    // ---- Optional ops: NULL where a backend lacks them (cpu.c has only roofline and mem_available). ----
     // model.c checks for them (`if (ops->graph_begin)`) and never asks which
     // backend runs.
 
