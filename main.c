@@ -973,8 +973,8 @@ static int cmd_template(int argc, char **argv) {
     if (!o.model && !o.chat_template)
         die("usage: quill template [-m MODEL.gguf | --chat-template NAME|FILE] [CONVERSATION.json]");
     size_t len;
-    char *conv = o.prompt ? read_file(o.prompt, &len) : o.file ? read_file(o.file, &len)
-               : !isatty(STDIN_FILENO) ? read_all(stdin, "stdin", &len) : NULL;
+    char *conv = o.prompt ? read_file(o.prompt, 0, &len) : o.file ? read_file(o.file, 0, &len)
+               : !isatty(STDIN_FILENO) ? read_all(stdin, "stdin", 0, &len) : NULL;
     if (!conv) die("quill template: give the conversation as a JSON file or on stdin");
     gguf_file f;
     tokenizer *tok = NULL;
