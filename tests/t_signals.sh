@@ -23,6 +23,10 @@ finish() {
     while kill -0 "$pid" 2>/dev/null && [ "$t" -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
     if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; wait "$pid"; rc=999; else wait "$pid"; rc=$?; fi
 }
+# Before each run: the files a previous run left would satisfy a wait at once, and a
+# signal sent before the new run's exec would hit the forked shell (and its EXIT trap).
+fresh() { rm -f "$tmp/out" "$tmp/err" "$tmp/stats" "$tmp/out.jsonl"; }
+running_quill() { [ "$(readlink "/proc/$1/exe")" = "$(readlink -f "$QUILL")" ]; }  # past the exec
 valid_utf8() { "$PY" -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$1"; }
 json_lines() {  # every line of the file is a JSON object ending with its newline; prints the count
     "$PY" - "$1" <<'PY'
@@ -38,6 +42,7 @@ PY
 # ---- decode: a long generation stopped once text is flowing
 for sig in INT TERM; do
     code=$([ $sig = INT ] && echo 130 || echo 143)
+    fresh
     "$QUILL" -m "$M" -c 100000 -n 100000 --stats-json "$tmp/stats" "Once upon a time" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     wait_for 60 size_at_least "$tmp/out" 200
@@ -51,9 +56,11 @@ done
 
 # ---- prefill: 3,500 prompt tokens (passes of 2048) with a prompt cache to write
 "$PY" -c "print('Once upon a time there was a girl. ' * 350)" >"$tmp/long.txt"
+fresh
 "$QUILL" -m "$M" -c 4096 -n 10 --prompt-cache "$tmp/pc" --stats-json "$tmp/stats" -f "$tmp/long.txt" \
     >"$tmp/out" 2>"$tmp/err" &
 pid=$!
+wait_for 60 running_quill $pid
 sleep 0.3
 kill -TERM $pid
 finish $pid
@@ -63,8 +70,10 @@ check "SIGTERM in prefill: no prompt cache written (not even a temp file)" \
     bash -c "! ls '$tmp' | grep -q '^pc'"
 
 # ---- a second signal kills at once (here during the long prefill)
+fresh
 "$QUILL" -m "$M" -c 4096 -n 10 -f "$tmp/long.txt" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
+wait_for 60 running_quill $pid
 sleep 0.3
 kill -INT $pid; sleep 0.05; kill -INT $pid
 finish $pid
@@ -73,6 +82,7 @@ check "two SIGINTs: killed by the second (status 130, nothing said)" \
 
 # ---- batch: SIGTERM after the first records; every line written is a whole record
 for i in $(seq 1 200); do echo "{\"id\": $i, \"prompt\": \"Once upon a time number $i\", \"n\": 48}"; done >"$tmp/in.jsonl"
+fresh
 "$QUILL" batch -m "$M" --temp 0 --parallel 4 -i "$tmp/in.jsonl" -o "$tmp/out.jsonl" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 wait_for 60 lines_at_least "$tmp/out.jsonl" 3
@@ -87,10 +97,12 @@ check "SIGTERM in batch: says how many records it wrote" grep -q "quill batch: $
 # ---- batch waiting on an idle pipe (it fills its --parallel slots before it steps):
 # SIGTERM ends the read at once
 mkfifo "$tmp/fifo"
+fresh
 "$QUILL" batch -m "$M" --temp 0 <"$tmp/fifo" >"$tmp/out.jsonl" 2>"$tmp/err" &
 pid=$!
 exec 3>"$tmp/fifo"
 echo '{"prompt": "Once", "n": 4}' >&3
+wait_for 60 running_quill $pid
 sleep 1
 kill -TERM $pid
 finish $pid
@@ -101,6 +113,7 @@ check "SIGTERM to a batch waiting for input: whole lines" test -n "$(json_lines 
 
 # ---- chat (messages from a pipe): SIGINT ends an answer and the chat goes on; SIGTERM ends it
 answering_chat() {  # starts a chat reading fd 3 (the fifo), sends a message, waits for its answer to flow
+    fresh
     "$QUILL" -m "$M" -i -c 4096 -n 100000 <"$tmp/fifo" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     exec 3>"$tmp/fifo"
@@ -122,9 +135,11 @@ check "SIGTERM in a chat answer: exit 143" test "$rc" -eq 143
 check "SIGTERM in a chat answer: says so" grep -q "quill: stopped by SIGTERM" "$tmp/err"
 check "SIGTERM in a chat answer: the answer is valid UTF-8" valid_utf8 "$tmp/out"
 exec 3>&-
+fresh
 "$QUILL" -m "$M" -i -n 4 <"$tmp/fifo" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 exec 3>"$tmp/fifo"
+wait_for 60 running_quill $pid
 sleep 0.5
 kill -TERM $pid
 finish $pid
