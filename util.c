@@ -119,8 +119,23 @@ static int link_temp(int fd, const char *path, char **named) {
     return linkat(AT_FDCWD, proc, AT_FDCWD, *named, AT_SYMLINK_FOLLOW);
 }
 
+// Writes path in place (open with O_TRUNC, as fopen "w" does): for a path that
+// is no regular file, such as /dev/stdout (a symlink into /proc) or a FIFO,
+// which a rename would replace instead of writing to.
+static int write_in_place(const char *path, const void *const *parts, const size_t *lens, int n, unsigned mode,
+                          char *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 0777);
+    int ok = fd >= 0;
+    for (int i = 0; i < n && ok; i++) ok = write_all(fd, parts[i], lens[i]) == 0;
+    int e = errno;
+    if (fd >= 0 && close(fd) && ok) ok = 0, e = errno;
+    return ok ? 0 : errf(err, "cannot write: %s", strerror(e));
+}
+
 int write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int n, unsigned mode,
                       char *err) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) return write_in_place(path, parts, lens, n, mode, err);
     char *tmp;
     int fd = open_temp(path, mode, &tmp);
     if (fd < 0) return errf(err, "cannot create a temp file beside it: %s", strerror(errno));

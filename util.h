@@ -35,7 +35,9 @@ size_t mem_available(void);
 // old file or the whole new one, never a mix. The temp file is unnamed until
 // it is whole (O_TMPFILE, linked as "path.tmp-PID" just before the rename),
 // so a kill leaves no debris, except in that instant or where the file system
-// lacks O_TMPFILE ("path.tmp-XXXXXX" from the start). 0, or -1 with the
+// lacks O_TMPFILE ("path.tmp-XXXXXX" from the start). A path that exists
+// but is no regular file (a symlink such as /dev/stdout, a FIFO, a device)
+// is written in place instead: there is nothing to replace. 0, or -1 with the
 // reason in err (without the path; the temp file removed).
 int write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int n, unsigned mode,
                       char *err);

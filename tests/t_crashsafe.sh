@@ -9,3 +9,12 @@ set -u
 kills=200
 [ -n "${QUILL_SANITIZED:-}" ] && kills=40
 "$PY" tests/crash_loop.py "$QUILL" models/stories260K.gguf "$tmp" "$kills"
+rc=$?
+# a path that is no regular file is written through, not replaced: a symlink such as
+# /dev/stdout (here one of our own into /proc, so a regression cannot break the machine's)
+ln -s /proc/self/fd/1 "$tmp/stdout-link"
+json=$("$QUILL" -m models/stories260K.gguf -q -n 2 --temp 0 --stats-json "$tmp/stdout-link" "Once" | tail -c 400)
+check "--stats-json through a symlink to stdout: the JSON comes out there" grep -q '"finish_reason"' <<<"$json"
+check "--stats-json through a symlink to stdout: the symlink stays" test -L "$tmp/stdout-link"
+[ "$rc" -eq 0 ] && exit $fail
+exit 1
