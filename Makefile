@@ -4,6 +4,8 @@
 #   make demo       ./quill generating from the shipped demo model
 #   make test       every test, in a normal and an ASan+UBSan build (the latter CPU only),
 #                   then the CUDA backend on the CPU through the SIMT emulation (both builds)
+#   make fuzz       every fuzz target (tests/fuzz) for FUZZ_TIME seconds (default 300)
+#   make soak       batch over 10,000 records and a 2,000-turn chat under ASan (slow)
 #   make test-cuda  the CUDA backend against the CPU (needs a GPU)
 #   make bench      prefill/decode speed against the memory-bandwidth roofline
 #   make bench-peer quill beside llama.cpp's llama-bench on the same files, in rounds
@@ -19,7 +21,7 @@ SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(CFLAGS)
 LDLIBS  := -lm -lpthread -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
 
-LIB_SRC  = util.c gguf.c quant.c quant_avx512.c quant_avx2.c quant_generic.c threads.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c jinja_lex.c jinja_parse.c jinja_value.c jinja_eval.c jinja_lib.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
+LIB_SRC  = util.c signals.c gguf.c quant.c quant_avx512.c quant_avx2.c quant_generic.c threads.c cpu.c kvcache.c model.c tokenizer.c sample.c template.c jinja_lex.c jinja_parse.c jinja_value.c jinja_eval.c jinja_lib.c pcache.c lineread.c chat.c batch.c spec.c textout.c modelpath.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -68,7 +70,8 @@ COMMIT  := $(shell [ -e .git ] && git describe --always --dirty 2>/dev/null || e
 $(shell echo '$(VERSION) $(COMMIT)' | cmp -s - $(BUILD)/version || echo '$(VERSION) $(COMMIT)' > $(BUILD)/version)
 endif
 
-.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench bench-peer clean install uninstall
+.PHONY: all quill demo models test test-fast test-asan test-simt test-cuda bench bench-peer clean install uninstall \
+        fuzz fuzz-build test-fuzz soak
 all: quill models
 
 quill: $(BUILD)/quill
@@ -129,6 +132,7 @@ models:
 test:
 	$(MAKE) --no-print-directory test-fast
 	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-fuzz
 	$(MAKE) --no-print-directory test-simt
 
 test-fast: $(BUILD)/quill $(TEST_BIN) models
@@ -137,6 +141,34 @@ test-fast: $(BUILD)/quill $(TEST_BIN) models
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill $(TEST_SRC:tests/%.c=build/asan/tests/%)
 	QUILL_SANITIZED=1 tests/run.sh build/asan $(SHARED)
+
+# Fuzzing: every tests/fuzz/fuzz_NAME.c is a libFuzzer target (clang, ASan+UBSan) over
+# the library built with coverage in build/fuzz (tests/fuzz/fuzz.h says how to add one).
+# tests/fuzz/run.sh replays each target's regression inputs and seeds, then fuzzes it:
+# make fuzz for FUZZ_TIME seconds a target, make test (test-fuzz) for FUZZ_TEST_TIME.
+FUZZ_CC        ?= clang
+FUZZ_TIME      ?= 300
+FUZZ_TEST_TIME ?= 20
+FUZZ_SAN        = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_TARGETS    = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+# clang, unlike gcc, also warns of unused static inline functions (the per-ISA kernels have
+# some); passed through the environment, as CFLAGS's last part (after -Wall)
+FUZZ_WNO        = -Wno-unused-function
+fuzz-build:
+	CFLAGS="$(FUZZ_WNO)" $(MAKE) --no-print-directory BUILD=build/fuzz CUDA=0 CC=$(FUZZ_CC) OPT="-O1 -march=native" SAN="$(FUZZ_SAN)" \
+		$(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+fuzz: fuzz-build
+	tests/fuzz/run.sh build/fuzz $(FUZZ_TIME) $(FUZZ_TARGETS)
+test-fuzz: fuzz-build
+	tests/fuzz/run.sh build/fuzz $(FUZZ_TEST_TIME) $(FUZZ_TARGETS)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libquill.a $(wildcard *.h)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
+
+# Long runs of the ASan+UBSan build (tests/soak.sh): batch over 10,000 records, a 2,000-turn chat.
+soak: models
+	$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT="-O1 -march=native" SAN="$(ASAN)" build/asan/quill
+	tests/soak.sh build/asan
 
 # The CUDA backend on the CPU through the SIMT emulation (simt/, no GPU needed):
 # a normal and an ASan+UBSan build (tests/simt.sh).

@@ -135,7 +135,7 @@ typedef struct backend_ops {
                       const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                       int head_dim, int kv_type);
 
-    // ---- Optional ops: NULL where a backend lacks them (cpu.c has none). ----
+    // ---- Optional ops: NULL where a backend lacks them (cpu.c has only roofline and mem_available). ----
     // model.c checks for them (`if (ops->graph_begin)`) and never asks which
     // backend runs.
 
@@ -172,6 +172,11 @@ typedef struct backend_ops {
     // (bytes read + written per second) and a bf16-in, fp32-accumulate GEMM
     // on the first call (a second or so), and remembers them.
     int (*roofline)(backend *b, double *mem_bw, double *gemm_flops, char *err);
+
+    // Bytes alloc can still hand out before the machine runs short (the
+    // CPU: util.h's mem_available), so that model_load refuses a KV cache or
+    // activations that would not fit before allocating them.
+    size_t (*mem_available)(backend *b);
 } backend_ops;
 
 extern const backend_ops cpu_backend;

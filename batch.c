@@ -102,10 +102,12 @@ static void free_record(record *r) {
     free(r);
 }
 
+static int stopped(const run *R) { return R->o->stop && *R->o->stop; }
+
 static int write_line(run *R, const char *line) {
     if (R->closed) return 0;
     if (fputs(line, R->out) < 0 || fputc('\n', R->out) < 0 || fflush(R->out)) {
-        if (errno == EPIPE) return R->closed = 1, 0;
+        if (errno == EPIPE || stopped(R)) return R->closed = 1, 0;  // a signal may break the write
         return errf(R->err, "cannot write the output: %s", strerror(errno));
     }
     return 0;
@@ -243,7 +245,7 @@ static record *next_record(run *R, int *fatal) {
         errno = 0;
         ssize_t n = getline(&line, &cap, R->in);
         if (n < 0) {
-            if (ferror(R->in)) *fatal = 1, errf(R->err, "cannot read the input: %s", strerror(errno));
+            if (ferror(R->in) && !stopped(R)) *fatal = 1, errf(R->err, "cannot read the input: %s", strerror(errno));
             R->eof = 1;
             break;
         }
@@ -514,6 +516,9 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
     run R = {.m = m, .tok = tok, .o = o, .in = in, .out = out, .sum = sum, .err = err, .cache_seq = -1,
              .pool = model_kv_room(m)};
     const int nv = model_cfg(m)->n_vocab;
+    if (sizeof(float) * (double)nv * (o->parallel + 1) > (double)mem_available())
+        return errf(err, "the logits of %d sequences x %d tokens need more memory than is available (lower --parallel)",
+                    o->parallel + 1, nv);
     R.slots = calloc((size_t)o->parallel, sizeof *R.slots);
     R.dec = calloc((size_t)o->parallel, sizeof *R.dec);
     R.logits = malloc(sizeof(float) * nv * (size_t)(o->parallel + 1));
@@ -521,7 +526,7 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
     int rc = 0;
     if (!R.slots || !R.dec || !R.logits || !R.toks) rc = errf(err, "out of memory");
     for (int i = 0; !rc && i < o->parallel; i++) R.slots[i].seq = -1;
-    while (!rc && !R.closed) {
+    while (!rc && !R.closed && !stopped(&R)) {
         if (fill_slots(&R)) { rc = -1; break; }
         int live = 0;
         for (int i = 0; i < o->parallel; i++) live += R.slots[i].r != NULL;
@@ -533,6 +538,7 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
         sum->wall = now_sec() - t0;
         progress(&R, 0);
     }
+    sum->interrupted = stopped(&R);
     for (int i = 0; R.slots && i < o->parallel; i++)
         if (R.slots[i].r) free_slot(&R.slots[i]);
     free_record(R.waiting);

@@ -17,6 +17,7 @@
 #ifndef QUILL_BATCH_H
 #define QUILL_BATCH_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "model.h"
@@ -34,6 +35,8 @@ typedef struct {
     int chunk;                 // prompt tokens per prefill chunk (a multiple of PREFILL_TILE)
     int no_bos, special;       // as for a single prompt
     int progress;              // a progress line on stderr (a terminal)
+    volatile sig_atomic_t *stop;  // non-zero (signals.h's flag) ends the run after the current
+                                  // step, writing nothing more; NULL: never
 } batch_opts;
 
 typedef struct {
@@ -47,6 +50,7 @@ typedef struct {
     double wall;               // seconds, first read to last write
     double sum_ttft, sum_tpot; // seconds, over sequences (tpot over those with > 1 token)
     int n_tpot;
+    int interrupted;           // the run ended early on o->stop
 } batch_summary;
 
 // Sequences the model must be loaded with for o (model_opts.n_seqs).
@@ -55,7 +59,12 @@ int batch_model_seqs(const batch_opts *o);
 // Runs every record of `in`, writing results to `out`. Returns 0 when it ran
 // to the end of the input (error records included: see sum->n_errors), -1
 // with err on a fatal error (unreadable input, failed write, out of memory).
-// A closed output (EPIPE) ends the run early with 0.
+// A closed output (EPIPE) ends the run early with 0, and so does o->stop
+// (sum->interrupted). Each result is one line that ends with its newline,
+// the last byte written for it, so output cut short at any instant (a kill,
+// a full disk) holds whole records and at most one partial last line, which
+// has no newline and is not a record; in input order (not unordered), the
+// whole lines are the results of the first records of the input.
 int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FILE *out,
               batch_summary *sum, char *err);
 

@@ -23,21 +23,13 @@
 
 #include "lineread.h"
 #include "pcache.h"
+#include "signals.h"
 #include "template.h"
 #include "textout.h"
 #include "util.h"
 
 #define PREFILL_CHUNK 256  // tokens per forward pass while prefilling: Ctrl-C is seen between chunks
 #define MAX_STOPS 20       // the template's stop string and --stop's (at most 16)
-
-// The one piece of global state: the SIGINT handler can reach nothing else.
-// The chat reads it through chat.interrupted.
-static volatile sig_atomic_t chat_sigint;
-
-static void on_sigint(int sig) {
-    (void)sig;
-    chat_sigint = 1;
-}
 
 typedef struct {
     int n_prompt;         // tokens prefilled this turn
@@ -62,7 +54,7 @@ typedef struct {
     int n_msgs, cap_msgs;
     int32_t *kv_ids;          // [model_ctx] the token at each cached position
     lineread *lr;
-    volatile sig_atomic_t *interrupted;  // &chat_sigint
+    volatile sig_atomic_t *interrupted;  // signals.h's flag: SIGINT ends an answer, SIGTERM the chat
     // session totals, for /stats
     int turns;
     long n_prefilled, n_reused, n_generated;
@@ -234,7 +226,7 @@ static void note_dropped(const chat *c, int dropped) {
 static int ans_finish(textout *a, int stopped) {
     if (!stopped && textout_finish(a) < 0) return -1;
     if (!a->closed && (!a->len || a->text[a->len - 1] != '\n') && (fputc('\n', stdout) == EOF || fflush(stdout)))
-        a->closed = 1;
+        a->closed = 1, a->error = errno == EPIPE ? 0 : errno;
     return 0;
 }
 
@@ -347,7 +339,7 @@ static int chat_turn(chat *c, const char *user, char *err) {
     }
     int unsent = !st.n_gen && !strcmp(st.finish, "interrupted");
     if (!unsent && ans_finish(&a, !strcmp(st.finish, "stop"))) return textout_free(&a), errf(err, "out of memory");
-    int closed = a.closed;
+    const int closed = a.closed, werr = *c->interrupted ? 0 : a.error;  // a signal may break a write
     if (unsent) {
         msg_remove(c, c->n_msgs - 1, 1);  // stopped before any answer: as if never sent
         rc = 0;
@@ -356,6 +348,7 @@ static int chat_turn(chat *c, const char *user, char *err) {
     }
     textout_free(&a);
     if (rc) return errf(err, "out of memory");
+    if (werr) return errf(err, "cannot write the answer: %s", strerror(werr));
     if (!strcmp(st.finish, "context") && !c->o->context_shift)
         complain("context full (%d tokens): /reset to start a new conversation", model_ctx(c->m));
     if (!closed) print_turn_stats(c, &st);
@@ -366,10 +359,16 @@ static int chat_turn(chat *c, const char *user, char *err) {
 //
 // /save FILE writes the KV cache and its token ids with pcache_save (FILE), and
 // the messages beside it in FILE.chat, a small text file:
-//   quill-chat 1\n
+//   quill-chat 2\n
 //   then per message: ROLE SPACE BYTES \n CONTENT \n
-// /load reads both back; the messages are needed to render the next turn, the
-// cache spares re-reading them.
+//   end COUNT HASH\n   (COUNT messages; HASH: pc_hash64 of every byte before
+//                        this line, 16 hex digits)
+// Both files are replaced whole (write_file_atomic), so a kill or a full disk
+// leaves the previous save. /load reads both back; the trailer rejects a file
+// cut short or damaged (version 1, written before it, had none). The messages
+// are needed to render the next turn; the cache spares re-reading them (a KV
+// file newer or older than the messages costs only a longer prefill: the next
+// turn keeps the longest prefix of the cache's tokens that the messages give).
 
 static char *sidecar_path(const char *path) {
     size_t n = strlen(path) + sizeof ".chat";
@@ -379,17 +378,22 @@ static char *sidecar_path(const char *path) {
 }
 
 static int save_messages(const chat *c, const char *path, char *err) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);  // the conversation is private
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0) close(fd);
-        return errf(err, "cannot write %s: %s", path, strerror(errno));
-    }
-    fprintf(f, "quill-chat 1\n");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return errf(err, "out of memory");
+    fprintf(f, "quill-chat 2\n");
     for (int i = 0; i < c->n_msgs; i++)
         fprintf(f, "%s %zu\n%s\n", c->msgs[i].role, strlen(c->msgs[i].content), c->msgs[i].content);
-    if (ferror(f) | fclose(f)) return errf(err, "cannot write %s", path);
-    return 0;
+    fflush(f);
+    fprintf(f, "end %d %016" PRIx64 "\n", c->n_msgs, pc_hash64(buf, len, 0));
+    if (fclose(f)) return free(buf), errf(err, "out of memory");
+    const void *parts[] = {buf};
+    const size_t lens[] = {len};
+    char e2[ERR_LEN];
+    int rc = write_file_atomic(path, parts, lens, 1, 0600, e2);  // the conversation is private
+    free(buf);
+    return rc ? errf(err, "%s: %s", path, e2) : 0;
 }
 
 static const char *known_role(const char *r) {
@@ -399,32 +403,63 @@ static const char *known_role(const char *r) {
     return NULL;
 }
 
-// Reads a FILE.chat into a fresh message list (the file is untrusted: every
-// field is checked). On success c's messages are replaced.
+// Copies the next line of b[*at..n), without its newline, into line (a
+// header or trailer line: shorter than 64 bytes). 0, or -1 when no whole
+// line of that size is left.
+static int next_line(const char *b, size_t n, size_t *at, char line[64]) {
+    const char *nl = *at < n ? memchr(b + *at, '\n', n - *at) : NULL;
+    const size_t len = nl ? (size_t)(nl - b) - *at : 0;
+    if (!nl || len >= 64) return -1;
+    memcpy(line, b + *at, len);
+    line[len] = 0;
+    *at += len + 1;
+    return 0;
+}
+
+// Parses a FILE.chat's bytes b[0..n) into fresh (the file is untrusted: every
+// field is checked). 0, or -1 when it is not a whole chat file.
+static int parse_messages(chat *fresh, const char *b, size_t n) {
+    size_t at = 0;
+    char line[64];
+    if (next_line(b, n, &at, line)) return -1;
+    const int version = !strcmp(line, "quill-chat 2") ? 2 : !strcmp(line, "quill-chat 1") ? 1 : 0;
+    if (!version) return -1;
+    for (;;) {
+        const size_t start = at;
+        if (version == 1 && at == n) return 0;  // version 1 files simply end
+        if (next_line(b, n, &at, line)) return -1;
+        int count, used = 0;
+        uint64_t hash;
+        if (version == 2 && sscanf(line, "end %d %16" SCNx64 "%n", &count, &hash, &used) == 2 && !line[used])
+            return count == fresh->n_msgs && at == n && hash == pc_hash64(b, start, 0) ? 0 : -1;
+        char role[16];
+        size_t len;
+        const char *r;
+        if (sscanf(line, "%15s %zu%n", role, &len, &used) != 2 || line[used] || !(r = known_role(role)) ||
+            len >= n - at || b[at + len] != '\n' || memchr(b + at, 0, len) || msg_push(fresh, r, b + at, len))
+            return -1;
+        at += len + 1;
+    }
+}
+
+// Reads a FILE.chat into a fresh message list. On success c's messages are replaced.
 static int load_messages(chat *c, const char *path, char *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return errf(err, "cannot open %s: %s", path, strerror(errno));
-    chat fresh = {0};
-    char line[64], role[16];
-    int ok = fgets(line, sizeof line, f) && !strcmp(line, "quill-chat 1\n");
-    while (ok && fgets(line, sizeof line, f)) {
-        size_t len;
-        char extra;
-        const char *r = NULL;
-        ok = sscanf(line, "%15s %zu%c", role, &len, &extra) == 3 && extra == '\n' && (r = known_role(role)) &&
-             len < (1u << 26);
-        char *s = ok ? malloc(len + 1) : NULL;
-        ok = s && fread(s, 1, len, f) == len && fgetc(f) == '\n' && !memchr(s, 0, len) &&
-             !msg_push(&fresh, r, s, len);
-        free(s);
-    }
-    ok = ok && !ferror(f);
+    char *b = NULL;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (n >= 0 && n < (1l << 30) && !fseek(f, 0, SEEK_SET) && (b = malloc((size_t)n + 1)) &&
+        fread(b, 1, (size_t)n, f) != (size_t)n)
+        n = -1;
     fclose(f);
-    if (!ok) {
+    chat fresh = {0};
+    if (n < 0 || !b || parse_messages(&fresh, b, (size_t)n)) {
+        free(b);
         msg_remove(&fresh, 0, fresh.n_msgs);
         free(fresh.msgs);
-        return errf(err, "%s is not a quill chat file (or is damaged)", path);
+        return errf(err, "%s is not a quill chat file (or is damaged or cut short)", path);
     }
+    free(b);
     msg_remove(c, 0, c->n_msgs);
     free(c->msgs);
     c->msgs = fresh.msgs, c->n_msgs = fresh.n_msgs, c->cap_msgs = fresh.cap_msgs;
@@ -517,7 +552,7 @@ static int chat_command(chat *c, const char *line) {
 // ---- setup and the loop ---------------------------------------------------------
 
 static int chat_init(chat *c, model *m, const tokenizer *tok, const chat_opts *o, char *err) {
-    *c = (chat){.m = m, .tok = tok, .o = o, .interrupted = &chat_sigint};
+    *c = (chat){.m = m, .tok = tok, .o = o, .interrupted = sig_flag()};
     int fallback;
     if (tpl_load(&c->tpl, model_gguf(m), tok, o->template_name, &fallback, err)) return -1;
     if (fallback && !o->quiet)
@@ -547,6 +582,7 @@ static void chat_free(chat *c) {
 static int chat_loop(chat *c, char *err) {
     for (;;) {
         char *line, warn[ERR_LEN];
+        if (*c->interrupted == SIGTERM) return 0;  // the caller exits with its status
         *c->interrupted = 0;
         enum lr_status st = lr_read(c->lr, &line, warn);
         if (warn[0]) note(c, "warning: %s", warn);
@@ -572,16 +608,12 @@ int chat_run(model *m, const tokenizer *tok, const chat_opts *o, char *err) {
     char *history = rc ? NULL : lr_history_path();
     if (!rc && !(c.lr = lr_open(stdin, isatty(STDIN_FILENO) ? history : NULL, c.interrupted, err))) rc = -1;
     free(history);
-    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, old;
-    sigemptyset(&sa.sa_mask);
     if (!rc) {
-        sigaction(SIGINT, &sa, &old);
         if (!o->quiet)
             fprintf(stderr, "quill: chat with %s (template %s, context %d tokens). /help lists commands; "
                             "Ctrl-D or Ctrl-C at an empty prompt ends.\n",
                     o->model_path, c.tpl.name, model_ctx(m));
         rc = chat_loop(&c, err);
-        sigaction(SIGINT, &old, NULL);
     }
     chat_free(&c);
     return rc;

@@ -5,7 +5,8 @@
 // holds, and prefills only the rest, so a new turn costs its own tokens.
 // Answers stream to stdout; prompts, notices and the per-turn stats line go
 // to stderr. Ctrl-C stops an answer; Ctrl-C at an empty prompt or Ctrl-D ends
-// the chat. Commands: /reset /stats /system /save /load /help /quit.
+// the chat, and so does SIGTERM, after the current forward pass (signals.h:
+// the caller installs the handlers). Commands: /reset /stats /system /save /load /help /quit.
 #ifndef QUILL_CHAT_H
 #define QUILL_CHAT_H
 

@@ -67,6 +67,7 @@ static void cpu_free(backend *b) {
 static const char *cpu_describe(backend *b) { return b->desc; }
 static void *cpu_alloc(backend *b, size_t bytes) { (void)b; return calloc(1, bytes ? bytes : 1); }
 static void cpu_release(backend *b, void *p) { (void)b; free(p); }
+static size_t cpu_mem_available(backend *b) { (void)b; return mem_available(); }
 static void cpu_copy(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
 static int cpu_upload(backend *b, qmat *w, char *err) { (void)b; (void)w; (void)err; return 0; }
 
@@ -546,4 +547,5 @@ const backend_ops cpu_backend = {
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
     .roofline = cpu_roofline,
+    .mem_available = cpu_mem_available,
 };

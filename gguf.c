@@ -303,7 +303,7 @@ static int rd_kvs(gguf_rd *r, gguf_file *f) {
     return index_build(&f->kv_index, f->kv, sizeof *f->kv, offsetof(gguf_kv, key), f->n_kv, "key", r);
 }
 
-// general.alignment: optional, u32, a non-zero power of two.
+// general.alignment: optional, u32, a power of two of at least 4.
 static int rd_alignment(gguf_rd *r, gguf_file *f) {
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
     const gguf_kv *kv = gguf_find(f, "general.alignment");
@@ -313,6 +313,9 @@ static int rd_alignment(gguf_rd *r, gguf_file *f) {
         return rd_fail(r, "expected u32, found %s", gguf_vtype_name(kv->type));
     if (kv->u == 0 || (kv->u & (kv->u - 1)))
         return rd_fail(r, "alignment %llu is not a non-zero power of two", (unsigned long long)kv->u);
+    if (kv->u < 4)  // (a fuzzed file with alignment 1 put F32 norms at odd addresses)
+        return rd_fail(r, "alignment %llu is below 4: tensor data is read in place as 4-byte floats",
+                       (unsigned long long)kv->u);
     f->alignment = kv->u;
     r->ctx[0] = 0;
     return 0;

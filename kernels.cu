@@ -2333,6 +2333,14 @@ extern "C" int cuda_device_count(char *why) {
     return n;
 }
 
+// Device memory cudaMalloc can still hand out (backend_ops.mem_available):
+// model_load refuses a KV cache or activations larger than this up front.
+// A failure is recorded (status reports it) and bounds nothing.
+static size_t cuda_mem_available(backend *b) {
+    size_t free_b = 0, total_b = 0;
+    return CK(cudaMemGetInfo(&free_b, &total_b)) ? SIZE_MAX : free_b;
+}
+
 extern "C" const backend_ops cuda_backend = {
     .name = "cuda",
     .init = cuda_init,
@@ -2358,6 +2366,7 @@ extern "C" const backend_ops cuda_backend = {
     .graph_end = cuda_graph_end,
     .graph_replay = cuda_graph_replay,
     .roofline = cuda_roofline,
+    .mem_available = cuda_mem_available,
 };
 
 // ---------------------------------------------------------------------------

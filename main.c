@@ -27,6 +27,7 @@
 #include "pcache.h"
 #include "quant.h"
 #include "sample.h"
+#include "signals.h"
 #include "spec.h"
 #include "template.h"
 #include "textout.h"
@@ -355,13 +356,16 @@ static void parse_options(options *o, int argc, char **argv, int first) {
 
 // ---- input --------------------------------------------------------------
 
-// Reads a whole stream; dies on a read error. *len excludes the added NUL.
-static char *read_all(FILE *f, const char *what, size_t *len) {
+// Reads a whole stream; dies on a read error, or when it holds more than
+// max bytes (0: no bound), before holding more than that. *len excludes the
+// added NUL.
+static char *read_all(FILE *f, const char *what, size_t max, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     if (!buf) die("out of memory");
     for (size_t r; (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
         n += r;
+        if (max && n > max) die("%s is longer than %zu bytes: more than the context can hold (raise -c)", what, max);
         if (cap - n - 1 == 0 && !(buf = realloc(buf, cap *= 2))) die("out of memory reading %s", what);
     }
     if (ferror(f)) die("cannot read %s: %s", what, strerror(errno));
@@ -370,27 +374,28 @@ static char *read_all(FILE *f, const char *what, size_t *len) {
     return buf;
 }
 
-static char *read_file(const char *path, size_t *len) {
+static char *read_file(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) die("cannot open '%s': %s", path, strerror(errno));
-    char *s = read_all(f, path, len);
+    char *s = read_all(f, path, max, len);
     fclose(f);
     return s;
 }
 
 // The prompt: arguments, else -f, else stdin (not a terminal), byte for byte,
 // except that with drop_newline one trailing newline of stdin ("\n" or "\r\n",
-// what `echo` adds) is dropped: generation does, `tokenize` does not.
-static char *read_prompt(const options *o, int drop_newline, size_t *len) {
+// what `echo` adds) is dropped: generation does, `tokenize` does not. A file
+// or stdin longer than max bytes (0: no bound) is refused as it is read.
+static char *read_prompt(const options *o, int drop_newline, size_t max, size_t *len) {
     char *p;
     if (o->prompt) {
         p = strdup(o->prompt);
         if (!p) die("out of memory");
         *len = strlen(p);
     } else if (o->file) {
-        p = read_file(o->file, len);
+        p = read_file(o->file, max, len);
     } else if (!isatty(STDIN_FILENO)) {
-        p = read_all(stdin, "stdin", len);
+        p = read_all(stdin, "the prompt on stdin", max ? max + 2 : 0, len);  // + the newline dropped below
         if (drop_newline && *len && p[*len - 1] == '\n') {
             p[--*len] = 0;
             if (*len && p[*len - 1] == '\r') p[--*len] = 0;
@@ -403,9 +408,24 @@ static char *read_prompt(const options *o, int drop_newline, size_t *len) {
     return p;
 }
 
+// The most bytes a prompt that fits the context can have: every token stands
+// for at most its piece's length in bytes, so a longer text is more tokens
+// than the context holds whatever it says, and is refused unread.
+static size_t prompt_max_bytes(const model *m, const tokenizer *tok) {
+    return (size_t)model_ctx(m) * (size_t)(tok_max_piece_len(tok) > 0 ? tok_max_piece_len(tok) : 1);
+}
+
 // ---- output -------------------------------------------------------------
 
 // ---- generation ---------------------------------------------------------
+
+// The exit status after a command that polls signals.h's flag: 0, or 128 +
+// the signal that stopped it (saying so on stderr unless quiet).
+static int signal_status(int quiet) {
+    const int sig = *sig_flag();
+    if (sig && !quiet) fprintf(stderr, "quill: stopped by %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return sig ? 128 + sig : 0;
+}
 
 // The backend: CUDA when this build has it and a GPU is usable (--gpu: or
 // fail), else the CPU. *why (when not empty) says why a GPU build runs on the
@@ -459,6 +479,10 @@ static void load(const options *o, model **m, tokenizer **tok) {
         die("%s: the tokenizer has %d tokens but token_embd.weight has %d rows", o->model,
             tok_n_vocab(*tok), model_cfg(*m)->n_vocab);
     backend_notice(o, why);
+    const int trained = model_cfg(*m)->n_ctx_train;
+    if (o->n_ctx > trained && trained > 0 && !o->quiet)
+        fprintf(stderr, "quill: warning: a context of %d tokens is longer than the %d the model was trained on; "
+                        "text past that may degrade\n", o->n_ctx, trained);
 }
 
 static int32_t *tokenize(const options *o, const tokenizer *tok, const char *text, size_t len, int *n) {
@@ -466,6 +490,28 @@ static int32_t *tokenize(const options *o, const tokenizer *tok, const char *tex
     int32_t *ids;
     if (tok_encode(tok, text, len, !o->no_bos && tok_add_bos(tok), o->special, &ids, n, err)) die("%s", err);
     return ids;
+}
+
+// --stats-json: the JSON is printed into memory (stats_open), then replaces
+// the file whole (stats_write), so a full disk or a kill leaves the old one.
+typedef struct {
+    char *buf;
+    size_t len;
+} membuf;
+
+static FILE *stats_open(membuf *mb) {
+    FILE *f = open_memstream(&mb->buf, &mb->len);
+    if (!f) die("out of memory");
+    return f;
+}
+
+static void stats_write(const char *path, FILE *f, membuf *mb) {
+    char err[ERR_LEN];
+    if (fclose(f)) die("out of memory");
+    const void *parts[] = {mb->buf};
+    const size_t lens[] = {mb->len};
+    if (write_file_atomic(path, parts, lens, 1, 0666, err)) die("cannot write '%s': %s", path, err);
+    free(mb->buf);
 }
 
 static void print_stats(const options *o, const gen_stats *st, model *m) {
@@ -482,8 +528,8 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
                 st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, st->finish,
                 model_backend_desc(m), o->sp.seed);
     if (!o->stats_json) return;
-    FILE *f = fopen(o->stats_json, "w");
-    if (!f) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    membuf mb;
+    FILE *f = stats_open(&mb);
     fprintf(f,
             "{\"prompt_tokens\": %d, \"cached_tokens\": %d, \"cache_write_ms\": %.3f, "
             "\"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
@@ -491,7 +537,7 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
             "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s}\n",
             st->n_prompt, st->n_cached, st->t_cache_write * 1e3, ttft, pre_tps, st->n_gen, tpot, dec_tps,
             st->finish, model_backend_desc(m), o->sp.seed, spec_json);
-    if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    stats_write(o->stats_json, f, &mb);
 }
 
 // Uniform in [0, 1) for draw `step` of a seeded run (splitmix64 of seed and
@@ -537,6 +583,7 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (stop) { st->finish = "stop"; break; }
         if (out.closed) break;
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
+        if (*sig_flag()) { st->finish = "interrupted"; break; }
         if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
             st->finish = "context";
             if (!o->quiet) fprintf(stderr, "\nquill: context full (%d tokens); stopping\n", model_ctx(m));
@@ -553,7 +600,22 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         st->decode_steps++;
     }
     if (strcmp(st->finish, "stop") && textout_finish(&out) < 0) die("out of memory");
+    if (out.error && !*sig_flag()) die("cannot write the output: %s", strerror(out.error));  // a full disk
     textout_free(&out);
+}
+
+// Passes of the prompt's positions from..n-1 (a multiple of model.c's pass of
+// 512 tokens, so they are the passes one call would make), so that a signal
+// is seen between them; the last one picks the first new token. Returns it,
+// or -1 when a signal stopped the prefill.
+#define PREFILL_CHUNK 2048
+static int32_t prefill(const options *o, model *m, sampler *smp, const int32_t *ids, int from, int n, float *logits) {
+    char err[ERR_LEN];
+    for (; n - from > PREFILL_CHUNK; from += PREFILL_CHUNK) {
+        if (*sig_flag()) return -1;
+        if (model_forward(m, ids + from, PREFILL_CHUNK, 0, logits, err)) die("%s", err);
+    }
+    return *sig_flag() ? -1 : forward_sample(o, m, smp, ids + from, n - from, logits, 0);
 }
 
 // --prompt-cache: restores the prompt's cached prefix (see pcache_prompt_restore);
@@ -594,11 +656,12 @@ static spec *spec_start(const options *o, model *m, model **draft) {
 }
 
 static int cmd_generate(const options *o) {
-    size_t plen;
-    char *prompt = read_prompt(o, 1, &plen);
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
+    size_t plen;
+    char *prompt = read_prompt(o, 1, prompt_max_bytes(m, tok), &plen);
+    sig_install();  // once the prompt is read: a signal stops the generation cleanly
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
@@ -617,11 +680,12 @@ static int cmd_generate(const options *o) {
     if (o->n_predict != 0 || o->prompt_cache) {  // with -n 0, --prompt-cache still prefills and saves
         int save = 0;
         if (o->prompt_cache) st.n_cached = prompt_cache_restore(o, m, ids, n, &save);
-        int32_t next = forward_sample(o, m, smp, ids + st.n_cached, n - st.n_cached, logits, 0);
-        if (sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
+        int32_t next = prefill(o, m, smp, ids, st.n_cached, n, logits);
+        if (next >= 0 && sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
         st.t_prefill = now_sec() - t0;
-        if (save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
-        if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
+        if (next >= 0 && save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
+        if (next < 0) st.finish = "interrupted";
+        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
         else st.finish = "length";
     } else {
         st.finish = "length";
@@ -636,7 +700,7 @@ static int cmd_generate(const options *o) {
     sampler_free(smp);
     tok_free(tok);
     model_free(m);
-    return 0;
+    return signal_status(o->quiet);
 }
 
 // ---- info ---------------------------------------------------------------
@@ -720,10 +784,14 @@ static int cmd_ppl(int argc, char **argv) {
     tokenizer *tok;
     load(&o, &m, &tok);
     size_t len;
-    char *text = read_file(o.file, &len);
+    char *text = read_file(o.file, 0, &len);
     int n_tok, n_ctx = o.n_ctx, n_vocab = model_cfg(m)->n_vocab;
     int32_t *ids = tokenize(&o, tok, text, len, &n_tok);
     if (n_tok < 2 * n_ctx) die("%s: %d tokens; perplexity with -c %d needs at least %d", o.file, n_tok, n_ctx, 2 * n_ctx);
+    const double logit_bytes = sizeof(float) * (double)n_ctx * n_vocab;
+    if (logit_bytes > (double)mem_available())
+        die("the logits of %d positions x %d tokens need %.1f MiB, more than the memory available (lower -c)",
+            n_ctx, n_vocab, logit_bytes / 1048576);
     float *logits = malloc(sizeof(float) * (size_t)n_ctx * n_vocab);
     if (!logits) die("out of memory");
     const int n_chunk = n_tok / n_ctx, first = n_ctx / 2;
@@ -853,7 +921,7 @@ static int cmd_tokenize(int argc, char **argv) {
     parse_options(&o, argc, argv, 2);
     if (!o.model) die("usage: quill tokenize -m MODEL.gguf [--ids] [--no-bos] [TEXT]");
     size_t len;
-    char *text = read_prompt(&o, 0, &len);
+    char *text = read_prompt(&o, 0, 0, &len);
     gguf_file f;
     tokenizer *tok;
     char err[ERR_LEN];
@@ -905,8 +973,8 @@ static int cmd_template(int argc, char **argv) {
     if (!o.model && !o.chat_template)
         die("usage: quill template [-m MODEL.gguf | --chat-template NAME|FILE] [CONVERSATION.json]");
     size_t len;
-    char *conv = o.prompt ? read_file(o.prompt, &len) : o.file ? read_file(o.file, &len)
-               : !isatty(STDIN_FILENO) ? read_all(stdin, "stdin", &len) : NULL;
+    char *conv = o.prompt ? read_file(o.prompt, 0, &len) : o.file ? read_file(o.file, 0, &len)
+               : !isatty(STDIN_FILENO) ? read_all(stdin, "stdin", 0, &len) : NULL;
     if (!conv) die("quill template: give the conversation as a JSON file or on stdin");
     gguf_file f;
     tokenizer *tok = NULL;
@@ -946,10 +1014,11 @@ static int cmd_chat(const options *o) {
                     .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
                     .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp};
     char err[ERR_LEN];
+    sig_install();
     if (chat_run(m, tok, &co, err)) die("%s", err);
     tok_free(tok);
     model_free(m);
-    return 0;
+    return *sig_flag() == SIGTERM ? signal_status(o->quiet) : 0;  // Ctrl-C at the prompt ends with 0
 }
 
 // ---- batch ------------------------------------------------------------------
@@ -985,15 +1054,23 @@ static void print_batch_stats(const options *o, const batch_summary *s, model *m
                 s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
                 s->wall, tps, ttft, tpot, model_backend_desc(m));
     if (!o->stats_json) return;
-    FILE *f = fopen(o->stats_json, "w");
-    if (!f) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    membuf mb;
+    FILE *f = stats_open(&mb);
     fprintf(f,
             "{\"sequences\": %d, \"errors\": %d, \"prompt_tokens\": %ld, \"prefill_tokens\": %ld, "
             "\"shared_prefix_tokens\": %ld, \"generated_tokens\": %ld, \"steps\": %ld, \"wall_s\": %.3f, "
             "\"tok_s\": %.3f, \"mean_ttft_ms\": %.3f, \"mean_tpot_ms\": %.3f, \"backend\": \"%s\"}\n",
             s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
             s->steps, s->wall, tps, ttft, tpot, model_backend_desc(m));
-    if (fclose(f)) die("cannot write '%s': %s", o->stats_json, strerror(errno));
+    stats_write(o->stats_json, f, &mb);
+}
+
+// Flushes a batch's output and puts a file's on disk, not only in the page
+// cache (a pipe or a terminal has nothing to sync: EINVAL); a closed pipe
+// (EPIPE) is not an error. 0, or -1 with errno.
+static int finish_output(FILE *out) {
+    if (fflush(out) && errno != EPIPE) return -1;
+    return fsync(fileno(out)) && errno != EINVAL && errno != EROFS ? -1 : 0;
 }
 
 // quill batch: batch's own options first; the rest are generation options.
@@ -1041,13 +1118,20 @@ static int cmd_batch(int argc, char **argv) {
     load(&o, &m, &tok);
     batch_summary sum;
     char err[ERR_LEN];
+    sig_install();
+    bo.stop = sig_flag();
     int rc = batch_run(m, tok, &bo, in, out, &sum, err);
     print_batch_stats(&o, &sum, m);
     if (rc) die("%s", err);
-    if (out != stdout && fclose(out)) die("cannot write '%s': %s", out_path, strerror(errno));
+    if (finish_output(out) || (out != stdout && fclose(out)))
+        die("cannot write '%s': %s", out_path, strerror(errno));
     if (in != stdin) fclose(in);
     tok_free(tok);
     model_free(m);
+    if (sum.interrupted) {
+        if (!o.quiet) fprintf(stderr, "quill batch: %d records written before the signal; the rest were not\n", sum.n_records);
+        return signal_status(o.quiet);
+    }
     if (sum.n_errors) die("%d of %d input records failed (see their \"error\" fields)", sum.n_errors, sum.n_records);
     return 0;
 }

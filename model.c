@@ -239,9 +239,20 @@ static size_t carve_total(const size_t bytes[], size_t count) {
     return total;
 }
 
+// Fails, naming what needs the memory, unless `held` bytes already promised
+// plus `bytes` more fit in limit; checked before anything is allocated, so a
+// model that declares more than the machine has fails at load in one line.
+static int check_fits(double held, double bytes, size_t limit, const char *what, const char *hint, char *err) {
+    if (held + bytes <= (double)limit) return 0;
+    char also[64] = "";
+    if (held > 0) snprintf(also, sizeof also, " on top of the KV cache's %.1f MiB", held / 1048576);
+    return errf(err, "%s need%s %.1f MiB%s, but only %.1f MiB of memory is available (%s)", what,
+                held > 0 ? "" : "s", bytes / 1048576, also, (double)limit / 1048576, hint);
+}
+
 // One backend allocation for the activations and the pass's token map, and
 // one host allocation for staging that map.
-static int alloc_activations(model *m, char *err) {
+static int alloc_activations(model *m, size_t limit, char *err) {
     const model_config *c = &m->cfg;
     const size_t B = (size_t)m->n_batch, qd = (size_t)c->n_heads * c->head_dim,
                  kvd = (size_t)c->n_kv_heads * c->head_dim, f = sizeof(float), i4 = sizeof(int32_t),
@@ -259,6 +270,9 @@ static int alloc_activations(model *m, char *err) {
                      (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added};
     const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4};
     const size_t nd = sizeof dev_bytes / sizeof *dev_bytes, nh = sizeof host_bytes / sizeof *host_bytes;
+    if (check_fits((double)kv_bytes(&m->kv), (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh),
+                   limit, "the activations", "lower -c", err))
+        return -1;
     m->act_mem = m->ops->alloc(m->be, carve_total(dev_bytes, nd));
     m->host_mem = calloc(1, carve_total(host_bytes, nh));
     if (!m->act_mem || !m->host_mem)
@@ -285,13 +299,20 @@ static int init_context(model *m, const model_opts *o, char *err) {
         return errf(err, "a KV pool of %zu bytes holds no block (one block of %d positions is %zu bytes)",
                     o->kv_mem, KV_BLOCK, block_bytes);
     if (n_blocks > (1u << 30)) return errf(err, "a KV pool of %zu bytes is too large", o->kv_mem);
+    size_t limit = m->ops->mem_available ? m->ops->mem_available(m->be) : SIZE_MAX;
+    if (o->mem_limit && o->mem_limit < limit) limit = o->mem_limit;
+    const double kv_total = (double)block_bytes * (n_blocks ? (double)n_blocks : (double)n_seqs * kv_blocks_for(ctx));
+    char what[160];
+    snprintf(what, sizeof what, "the KV cache (%d layers x %d positions%s x %d values)", m->cfg.n_layers, ctx,
+             n_seqs > 1 ? " x sequences" : "", kv_dim);
+    if (check_fits(0, kv_total, limit, what, "lower -c or --kv-mem, or use --kv q8", err)) return -1;
     m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
     if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
     if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err))
         return -1;
     m->tables_rows = m->n_batch < n_seqs ? m->n_batch : n_seqs;
     if (kv_seq_new(&m->kv) != 0) return errf(err, "cannot create the first sequence");
-    return alloc_activations(m, err);
+    return alloc_activations(m, limit, err);
 }
 
 int model_load(model **out, const char *path, const model_opts *o, char *err) {
@@ -448,6 +469,13 @@ static void run_pass(model *m, int first_out) {
     }
 }
 
+// The index of the first of n logits that is NaN or infinite, or -1.
+static long first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return (long)i;
+    return -1;
+}
+
 // Copies the logits of the pass's rows first..n-1 that t asks for, in order,
 // into host memory at logits (run_pass computed the first chunk); returns the
 // position after the last one written. logits NULL: the rows stay in
@@ -534,6 +562,7 @@ int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float
         if (i < n_prompt && t[i].seq != t[0].seq) return errf(err, "a prompt's tokens span two sequences");
     }
     if (reserve(m, t, n, err)) return -1;
+    float *const logits0 = logits;
     for (int done = 0; done < n;) {
         const int nb = n - done < m->n_batch ? n - done : m->n_batch;
         const int first_out = stage_pass(m, t + done, nb, clamp0(n_prompt - done, nb));
@@ -542,7 +571,14 @@ int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float
         done += nb;
     }
     // ops that return nothing record their failures; to_host has waited for them
-    return m->ops->status && m->ops->status(m->be, err) ? -1 : 0;
+    if (m->ops->status && m->ops->status(m->be, err)) return -1;
+    // NaN or inf from a model whose weights overflow: every later stage (the
+    // sampler's buckets, a softmax) would compute nonsense from them
+    const long bad = logits0 ? first_nonfinite(logits0, (size_t)(logits - logits0)) : -1;
+    if (bad >= 0)
+        return errf(err, "the model computed a non-finite logit (%g for token id %ld): its weights or "
+                    "hyperparameters are broken", logits0[bad], bad % m->cfg.n_vocab);
+    return 0;
 }
 
 int model_forward(model *m, const int32_t *ids, int n, int all_logits, float *logits, char *err) {

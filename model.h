@@ -38,6 +38,8 @@ typedef struct {
     int n_seqs;      // sequences that can be live at once; 0: 1
     size_t kv_mem;   // bytes of the KV pool; 0: room for n_seqs full contexts
     int kv_type;     // enum kv_type (backend.h): KV_F16 (0) or KV_Q8
+    size_t mem_limit;  // bytes the KV cache and activations may take; 0: what the
+                       // backend has left (its mem_available op; no bound without one)
 } model_opts;
 
 int model_load(model **out, const char *path, const model_opts *o, char *err);

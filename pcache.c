@@ -250,54 +250,6 @@ static int decompress_kv(const uint8_t *p, size_t len, void *kv, size_t n, char 
 
 // ---- writing -----------------------------------------------------------------
 
-static int write_all(int fd, const void *p, size_t len) {
-    for (const uint8_t *b = p; len;) {
-        ssize_t w = write(fd, b, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        b += w, len -= (size_t)w;
-    }
-    return 0;
-}
-
-// fsync of the directory holding path, so the rename itself is durable (best effort).
-static void sync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) fsync(fd), close(fd);
-    free(dir);
-}
-
-// Writes parts[0..n) to path through a temp file beside it and a rename, so a
-// reader (or a crash at any point) sees the old file or the new one, never half.
-static int write_atomic(const char *path, const void *const *parts, const size_t *lens, int n, char *err) {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) return errf(err, "out of memory");
-    snprintf(tmp, pl + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        errf(err, "cannot create a temp file beside it: %s", strerror(errno));
-        return free(tmp), -1;
-    }
-    int ok = 1;
-    for (int i = 0; i < n && ok; i++) ok = write_all(fd, parts[i], lens[i]) == 0;
-    if (ok) ok = fsync(fd) == 0;
-    int e = errno;
-    if (close(fd) && ok) ok = 0, e = errno;
-    if (ok && rename(tmp, path)) ok = 0, e = errno;
-    if (!ok) {
-        unlink(tmp);
-        free(tmp);
-        return errf(err, "cannot write: %s", strerror(e));
-    }
-    free(tmp);
-    sync_dir(path);
-    return 0;
-}
-
 int pcache_save(const char *path, model *m, const char *model_path, const int32_t *ids, int n, char *err) {
     if (n < 0 || n > model_len(m))
         return errf(err, "cannot save %d positions: the cache holds %d", n, model_len(m));
@@ -318,7 +270,7 @@ int pcache_save(const char *path, model *m, const char *model_path, const int32_
     header_encode(&h, hb);
     const void *parts[] = {hb, ids, payload.p};
     const size_t lens[] = {sizeof hb, sizeof *ids * (size_t)n, plen};
-    int rc = write_atomic(path, parts, lens, 3, err);
+    int rc = write_file_atomic(path, parts, lens, 3, 0600, err);
     big_free(&payload);
     return rc;
 }

@@ -55,10 +55,11 @@
 #define PCACHE_HEADER_BYTES 192
 
 // Writes the first n cached positions of m (n <= model_len(m)) and their token
-// ids to path atomically: a temp file "path.tmp-XXXXXX" in the same directory
-// (mode 0600: it holds the conversation), fsync, rename over path, fsync of
-// the directory. Returns 0, or -1 with a one-line reason in err (without the
-// path; the temp file is removed). model_path names the model in the header.
+// ids to path atomically (util.h's write_file_atomic: a temp file in the same
+// directory, mode 0600 as it holds the conversation, fsync, rename over path,
+// fsync of the directory). Returns 0, or -1 with a one-line reason in err
+// (without the path; the temp file is removed). model_path names the model
+// in the header.
 int pcache_save(const char *path, model *m, const char *model_path, const int32_t *ids, int n, char *err);
 
 // Reads path; if it belongs to this model, KV type, shape and backend,

@@ -266,10 +266,32 @@ static inline void store_i8x32(int8_t *q, const __m256i v[4]) {
 }
 #endif
 
+// 1 when none of x[0..n) is NaN or infinite (an exponent of all ones).
+static int all_finite(const float *x, int n) {
+    uint32_t bad = 0;
+    for (int j = 0; j < n; j++) {
+        uint32_t u;
+        memcpy(&u, x + j, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+// A block holding NaN or inf (a broken model's activations) would make the
+// float-to-int conversions below undefined and Σq garbage: it quantizes to
+// q = 0 with d = NaN instead, so every product with it is NaN and the
+// forward pass reports non-finite logits (model.c).
+static float quant_block_nonfinite(int8_t *q, int n, int *sum) {
+    memset(q, 0, (size_t)n);
+    if (sum) *sum = 0;
+    return NAN;
+}
+
 // Q8_0 / Q8_1 of one block of 32, as llama.cpp's AVX2 quantize_row_q8_0/1:
 // d = amax/127, q = round-half-even(x * (127/amax)). Returns d (before any
 // fp16 rounding); q[] in element order, *sum = Σq.
 static float quant_block_q8(const float *x, int8_t q[32], int *sum) {
+    if (!all_finite(x, 32)) return quant_block_nonfinite(q, 32, sum);
 #if defined(Q_AVX512)
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
@@ -321,6 +343,7 @@ uint16_t q8_0_block(const float *x, int8_t q[32]) {
 // the signed element of largest magnitude (the first such), rounded half-even,
 // clamped to 127. Returns d (0 for an all-zero block, q all 0).
 static float quant_block_q8_K(const float *x, int8_t q[256]) {
+    if (!all_finite(x, 256)) return quant_block_nonfinite(q, 256, NULL);
     float amax = 0.0f, max = 0.0f;
 #if defined(Q_AVX512)
     __m512 m = _mm512_setzero_ps();

@@ -1,6 +1,7 @@
 // textout.c — see textout.h.
 #include "textout.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +20,10 @@ void textout_free(textout *t) {
 
 static void write_to(textout *t, size_t end) {
     const size_t n = end - t->written;
-    if (t->sink && !t->closed && n && (fwrite(t->text + t->written, 1, n, t->sink) != n || fflush(t->sink)))
+    if (t->sink && !t->closed && n && (fwrite(t->text + t->written, 1, n, t->sink) != n || fflush(t->sink))) {
         t->closed = 1;
+        t->error = errno == EPIPE ? 0 : errno ? errno : EIO;
+    }
     t->written = end;
 }
 

@@ -23,7 +23,8 @@ typedef struct {
     char *piece;               // [piece_cap] one token's bytes
     int piece_cap;
     utf8_stream us;            // a character split across tokens
-    int closed;                // the sink failed (EPIPE): stop quietly
+    int closed;                // the sink failed: stop (quietly when it was closed: EPIPE)
+    int error;                 // errno of a failed write other than EPIPE (a full disk), else 0
 } textout;
 
 // 0, or -1 when out of memory.

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -104,15 +105,22 @@ tpool *tp_create(int n_threads) {
         free(p->threads), free(p->args), free(p);
         return NULL;
     }
-    for (int i = 1; i < p->n; i++) {
+    // workers take no signals: SIGINT/SIGTERM go to the main thread, whose
+    // blocking reads they must interrupt (signals.h)
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = 0;
+    for (int i = 1; i < p->n && !rc; i++) {
         p->args[i - 1] = (tp_worker){p, i};
-        const int rc = pthread_create(&p->threads[i - 1], NULL, worker_main, &p->args[i - 1]);
-        if (rc) {
-            p->n = i;  // the workers started so far are stopped and joined
-            tp_free(p);
-            errno = rc;
-            return NULL;
-        }
+        rc = pthread_create(&p->threads[i - 1], NULL, worker_main, &p->args[i - 1]);
+        if (rc) p->n = i;  // the workers started so far are stopped and joined
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        tp_free(p);
+        errno = rc;
+        return NULL;
     }
     return p;
 }

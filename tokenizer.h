@@ -36,7 +36,12 @@ const char *tok_pre_name(const tokenizer *t);    // BPE pre-tokenizer ("llama-bp
 // Invalid UTF-8 is encoded byte by byte, never rejected: SentencePiece by byte
 // fallback; BPE makes every byte that starts no valid character a word of its
 // own (the pre-tokenizer regexes only see valid UTF-8), so decoding gives the
-// bytes back exactly.
+// bytes back exactly. (SentencePiece takes a character's length from its lead
+// byte, as llama.cpp does, so a broken sequence before a space swallows the
+// "▁" that stands for it: "\xC3 " decodes to "\xC3▁"; and a "▁" written in
+// the text decodes as the space it stands for. quill's commands refuse
+// prompts that are not UTF-8; for other valid UTF-8 every vocabulary
+// round-trips, which tests/fuzz/fuzz_tokenizer.c checks.)
 int tok_encode(const tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, int *n_ids, char *err);
 

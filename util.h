@@ -24,6 +24,24 @@ static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return __built
 // invalid), or -1 when all of it is valid.
 long utf8_invalid_at(const char *s, size_t n);
 
+// Bytes of memory this process can still take: the kernel's MemAvailable
+// (free memory plus what can be reclaimed), bounded by RLIMIT_AS and
+// RLIMIT_DATA when they are set. SIZE_MAX when it cannot tell.
+size_t mem_available(void);
+
+// Writes parts[0..n) (lens[i] bytes each) to path (given `mode` less the
+// umask) through a temp file beside it, fsync, rename over path and fsync of
+// the directory: a crash or kill at any instant, or a full disk, leaves the
+// old file or the whole new one, never a mix. The temp file is unnamed until
+// it is whole (O_TMPFILE, linked as "path.tmp-PID" just before the rename),
+// so a kill leaves no debris, except in that instant or where the file system
+// lacks O_TMPFILE ("path.tmp-XXXXXX" from the start). A path that exists
+// but is no regular file (a symlink such as /dev/stdout, a FIFO, a device)
+// is written in place instead: there is nothing to replace. 0, or -1 with the
+// reason in err (without the path; the temp file removed).
+int write_file_atomic(const char *path, const void *const *parts, const size_t *lens, int n, unsigned mode,
+                      char *err);
+
 // Monotonic wall clock in seconds.
 double now_sec(void);
 

@@ -461,6 +461,12 @@ static void test_alignment_mutations(void) {
         w_kv_u32(&b, "general.alignment", bad[i]);
         expect_fail(&b, bad[i] ? "alignment not a power of two" : "alignment 0", "power of two");
     }
+    for (uint32_t a = 1; a <= 2; a++) {  // F32 data would sit at odd addresses (found by fuzz_gguf)
+        wbuf b = {0};
+        w_header(&b, 3, 0, 1);
+        w_kv_u32(&b, "general.alignment", a);
+        expect_fail(&b, "alignment below 4", "is below 4: tensor data is read in place as 4-byte floats");
+    }
     wbuf b = {0};
     w_header(&b, 3, 0, 1);
     w_key(&b, "general.alignment", GGUF_STRING);

@@ -332,6 +332,38 @@ static void test_act_q8_K(void) {
     }
 }
 
+// Non-finite activations (a broken model's NaN or inf) are defined: the
+// block holding one quantizes to q = 0 with d = NaN, other blocks as usual,
+// and a product with the row is NaN (the fuzzed GGUF that first showed this
+// drove act_q8_01 into signed overflow; make test-asan runs this under UBSan).
+static void test_act_nonfinite(void) {
+    static const uint32_t types[] = {Q_Q8_0, Q_Q4_1, Q_Q4_K, Q_Q5_K, Q_Q6_K};
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int b = 0; b < 3; b++) {
+            const uint32_t wt = types[t];
+            const int64_t n = 512, blk = qtype_get(wt)->block == 256 ? 256 : 32;
+            float x[512];
+            for (int j = 0; j < n; j++) x[j] = (float)(j % 7) - 3.0f;
+            x[blk + 3] = bad[b];  // the second block
+            uint8_t *xq = xmalloc64(q_act_row_bytes(wt, n));
+            q_quantize_act(wt, x, xq, n);
+            float d0, d1;
+            const int q0 = act_q(wt, xq, n, 6, &d0), q1 = act_q(wt, xq, n, blk + 6, &d1);
+            if (!isfinite(d0) || q0 == 0 || !isnan(d1) || q1 != 0)
+                fail("%s activations with %g: first block d %g q %d (want finite, != 0), second d %g q %d (want NaN, 0)",
+                     qtype_get(wt)->name, bad[b], d0, q0, d1, q1);
+            const size_t rb = qtype_row_bytes(wt, n);
+            uint8_t *w = xmalloc64(rb);
+            for (size_t i = 0; i < rb; i++) w[i] = (uint8_t)(i * 37 % 251 % 60);  // small finite scales
+            float y = 0;
+            q_matmul(wt, n, w, rb, 1, xq, q_act_row_bytes(wt, n), 1, 0, &y, 1);
+            if (!isnan(y)) fail("%s: a product with a non-finite activation row is %g, want NaN", qtype_get(wt)->name, y);
+            free(w);
+            free(xq);
+        }
+}
+
 // F16 rows hold fp16-rounded floats, BF16 rows bf16 bits.
 static void test_act_float(void) {
     float x[3] = {1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-20f, 1.0f + 0x1p-8f};
@@ -758,6 +790,7 @@ int main(int argc, char **argv) {
     test_act_q8_0_q8_1();
     test_act_q8_K();
     test_act_float();
+    test_act_nonfinite();
     test_matmul();
     test_k4_order();
     char cmd[600];
