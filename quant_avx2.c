@@ -493,37 +493,7 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], in
     }
 }
 
-TILE_FN(tile_q8_0, unit_tile_avx2, Q_Q8_0)
-TILE_FN(tile_q4_0, unit_tile_avx2, Q_Q4_0)
-TILE_FN(tile_q5_0, unit_tile_avx2, Q_Q5_0)
-TILE_FN(tile_q4_1, unit_tile_avx2, Q_Q4_1)
-TILE_FN(tile_q5_1, unit_tile_avx2, Q_Q5_1)
-TILE_FN(tile_q6_K, q6k_tile_avx2, Q_Q6_K)
-TILE_FN(tile_q3_K, k16_tile_avx2, Q_Q3_K)
-TILE_FN(tile_q2_K, k16_tile_avx2, Q_Q2_K)
-TILE_FN(tile_iq4_nl, unit_tile_avx2, Q_IQ4_NL)
-TILE_FN(tile_iq4_xs, unit_tile_avx2, Q_IQ4_XS)
-TILE_FN(tile_mxfp4, unit_tile_avx2, Q_MXFP4)
-TILE_FN(tile_f32, float_tile_avx2, Q_F32)
-TILE_FN(tile_f16, float_tile_avx2, Q_F16)
-TILE_FN(tile_bf16, float_tile_avx2, Q_BF16)
-
-const tile_fn q_tiles_avx2[Q_TYPE_COUNT] = {
-    [Q_Q8_0] = tile_q8_0,
-    [Q_Q4_0] = tile_q4_0,
-    [Q_Q5_0] = tile_q5_0,
-    [Q_Q4_1] = tile_q4_1,
-    [Q_Q5_1] = tile_q5_1,
-    [Q_Q6_K] = tile_q6_K,
-    [Q_Q3_K] = tile_q3_K,
-    [Q_Q2_K] = tile_q2_K,
-    [Q_IQ4_NL] = tile_iq4_nl,
-    [Q_IQ4_XS] = tile_iq4_xs,
-    [Q_MXFP4] = tile_mxfp4,
-    [Q_F32] = tile_f32,
-    [Q_F16] = tile_f16,
-    [Q_BF16] = tile_bf16,
-};
+Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k16_tile_avx2, float_tile_avx2, float_tile_avx2)
 
 // Q4_K and Q5_K on AVX2: single tokens row by row (dot_k4), groups of
 // tokens 8 rows at a time; tokens [0, ngemm) in the gemm order.

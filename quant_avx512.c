@@ -519,17 +519,6 @@ ALWAYS_INLINE __m512i q4k_scales4(__m512i z) {
     return _mm512_ternarylogic_epi32(lo, q, _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0), 0xF8);  // lo | (q & m)
 }
 
-// 128-bit lane i of v in all four lanes (the switch keeps the shuffle's
-// immediate a constant also where the caller's loop is not unrolled).
-ALWAYS_INLINE __m512i lane128_bcast(__m512i v, int i) {
-    switch (i) {
-    case 0: return _mm512_shuffle_i32x4(v, v, 0x00);
-    case 1: return _mm512_shuffle_i32x4(v, v, 0x55);
-    case 2: return _mm512_shuffle_i32x4(v, v, 0xaa);
-    default: return _mm512_shuffle_i32x4(v, v, 0xff);
-    }
-}
-
 // The header vector of 4 rows (128-bit lane r = rows[r]'s first 16 bytes at off).
 ALWAYS_INLINE __m512i q4k_headers4(const uint8_t *const rows[4], size_t off) {
     __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows[0] + off)));
@@ -721,37 +710,7 @@ ALWAYS_INLINE void bf16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-TILE_FN(tile_q8_0, unit_tile_n, Q_Q8_0)
-TILE_FN(tile_q4_0, unit_tile_n, Q_Q4_0)
-TILE_FN(tile_q5_0, unit_tile_n, Q_Q5_0)
-TILE_FN(tile_q4_1, unit_tile_n, Q_Q4_1)
-TILE_FN(tile_q5_1, unit_tile_n, Q_Q5_1)
-TILE_FN(tile_q6_K, q6k_tile_n, Q_Q6_K)
-TILE_FN(tile_q3_K, k16_tile_n, Q_Q3_K)
-TILE_FN(tile_q2_K, k16_tile_n, Q_Q2_K)
-TILE_FN(tile_iq4_nl, unit_tile_n, Q_IQ4_NL)
-TILE_FN(tile_iq4_xs, unit_tile_n, Q_IQ4_XS)
-TILE_FN(tile_mxfp4, unit_tile_n, Q_MXFP4)
-TILE_FN(tile_f32, f_tile_n, Q_F32)
-TILE_FN(tile_f16, f_tile_n, Q_F16)
-TILE_FN(tile_bf16, bf16_tile_n, Q_BF16)
-
-const tile_fn q_tiles_avx512[Q_TYPE_COUNT] = {
-    [Q_Q8_0] = tile_q8_0,
-    [Q_Q4_0] = tile_q4_0,
-    [Q_Q5_0] = tile_q5_0,
-    [Q_Q4_1] = tile_q4_1,
-    [Q_Q5_1] = tile_q5_1,
-    [Q_Q6_K] = tile_q6_K,
-    [Q_Q3_K] = tile_q3_K,
-    [Q_Q2_K] = tile_q2_K,
-    [Q_IQ4_NL] = tile_iq4_nl,
-    [Q_IQ4_XS] = tile_iq4_xs,
-    [Q_MXFP4] = tile_mxfp4,
-    [Q_F32] = tile_f32,
-    [Q_F16] = tile_f16,
-    [Q_BF16] = tile_bf16,
-};
+Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k16_tile_n, f_tile_n, bf16_tile_n)
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {

@@ -164,37 +164,7 @@ static void float_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u
     }
 }
 
-TILE_FN(tile_q8_0, block32_kernel_c, Q_Q8_0)
-TILE_FN(tile_q4_0, block32_kernel_c, Q_Q4_0)
-TILE_FN(tile_q5_0, block32_kernel_c, Q_Q5_0)
-TILE_FN(tile_q4_1, block32_kernel_c, Q_Q4_1)
-TILE_FN(tile_q5_1, block32_kernel_c, Q_Q5_1)
-TILE_FN(tile_q6_K, k16_kernel_c, Q_Q6_K)
-TILE_FN(tile_q3_K, k16_kernel_c, Q_Q3_K)
-TILE_FN(tile_q2_K, k16_kernel_c, Q_Q2_K)
-TILE_FN(tile_iq4_nl, block32_kernel_c, Q_IQ4_NL)
-TILE_FN(tile_iq4_xs, block32_kernel_c, Q_IQ4_XS)
-TILE_FN(tile_mxfp4, block32_kernel_c, Q_MXFP4)
-TILE_FN(tile_f32, float_kernel_c, Q_F32)
-TILE_FN(tile_f16, float_kernel_c, Q_F16)
-TILE_FN(tile_bf16, float_kernel_c, Q_BF16)
-
-const tile_fn q_tiles_generic[Q_TYPE_COUNT] = {
-    [Q_Q8_0] = tile_q8_0,
-    [Q_Q4_0] = tile_q4_0,
-    [Q_Q5_0] = tile_q5_0,
-    [Q_Q4_1] = tile_q4_1,
-    [Q_Q5_1] = tile_q5_1,
-    [Q_Q6_K] = tile_q6_K,
-    [Q_Q3_K] = tile_q3_K,
-    [Q_Q2_K] = tile_q2_K,
-    [Q_IQ4_NL] = tile_iq4_nl,
-    [Q_IQ4_XS] = tile_iq4_xs,
-    [Q_MXFP4] = tile_mxfp4,
-    [Q_F32] = tile_f32,
-    [Q_F16] = tile_f16,
-    [Q_BF16] = tile_bf16,
-};
+Q_TILE_TABLE(q_tiles_generic, block32_kernel_c, k16_kernel_c, k16_kernel_c, float_kernel_c, float_kernel_c)
 
 // One row against one token at a time (dot_k4).
 void q_matmul_k_generic(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,

@@ -337,9 +337,7 @@ ALWAYS_INLINE float dot_k4(uint32_t type, const uint8_t *w, const uint8_t *x, in
 // One token (decode) streams each weight row once, and a core running the
 // kernels needs more reads in flight than the hardware prefetcher issues: the
 // kernels ask for the bytes DECODE_AHEAD further on as they go.
-#ifndef DECODE_AHEAD
 #define DECODE_AHEAD 8192
-#endif
 
 // out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
 // t < tn; tn is 1, 2, 4, 8 or TILE_T; activation rows are xs bytes apart.
@@ -372,6 +370,32 @@ static inline float reduce16(const float a[16]) {
                      int tn, float *out) {                                                            \
         TILE_SWITCH(kernel, type, w, n, u0, u1, x, xs, out)                                           \
     }
+
+// Each ISA file's tile functions and its table q_tiles_ISA (quant.c's driver
+// picks the build's), over its kernels for the 32-element types (UNIT), Q6_K
+// (Q6K), Q3_K and Q2_K (K16), F32/F16 (FLT) and BF16 (BF16).
+#define Q_TILE_TABLE(table, UNIT, Q6K, K16, FLT, BF16)                                          \
+    TILE_FN(tile_q8_0, UNIT, Q_Q8_0)                                                            \
+    TILE_FN(tile_q4_0, UNIT, Q_Q4_0)                                                            \
+    TILE_FN(tile_q5_0, UNIT, Q_Q5_0)                                                            \
+    TILE_FN(tile_q4_1, UNIT, Q_Q4_1)                                                            \
+    TILE_FN(tile_q5_1, UNIT, Q_Q5_1)                                                            \
+    TILE_FN(tile_q6_K, Q6K, Q_Q6_K)                                                             \
+    TILE_FN(tile_q3_K, K16, Q_Q3_K)                                                             \
+    TILE_FN(tile_q2_K, K16, Q_Q2_K)                                                             \
+    TILE_FN(tile_iq4_nl, UNIT, Q_IQ4_NL)                                                        \
+    TILE_FN(tile_iq4_xs, UNIT, Q_IQ4_XS)                                                        \
+    TILE_FN(tile_mxfp4, UNIT, Q_MXFP4)                                                          \
+    TILE_FN(tile_f32, FLT, Q_F32)                                                               \
+    TILE_FN(tile_f16, FLT, Q_F16)                                                               \
+    TILE_FN(tile_bf16, BF16, Q_BF16)                                                            \
+    const tile_fn table[Q_TYPE_COUNT] = {                                                       \
+        [Q_Q8_0] = tile_q8_0,   [Q_Q4_0] = tile_q4_0,     [Q_Q5_0] = tile_q5_0,                 \
+        [Q_Q4_1] = tile_q4_1,   [Q_Q5_1] = tile_q5_1,     [Q_Q6_K] = tile_q6_K,                 \
+        [Q_Q3_K] = tile_q3_K,   [Q_Q2_K] = tile_q2_K,     [Q_IQ4_NL] = tile_iq4_nl,             \
+        [Q_IQ4_XS] = tile_iq4_xs, [Q_MXFP4] = tile_mxfp4, [Q_F32] = tile_f32,                   \
+        [Q_F16] = tile_f16,     [Q_BF16] = tile_bf16,                                           \
+    };
 
 // ---------------------------------------------------------------------------
 // The kernel file of the build's ISA exports, to quant.c's driver:

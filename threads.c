@@ -135,8 +135,6 @@ void tp_free(tpool *p) {
     free(p);
 }
 
-int tp_threads(const tpool *p) { return p->n; }
-
 void tp_run(tpool *p, tp_fn fn, void *ctx) {
     if (p->n == 1) {
         fn(ctx, 0, 1);

@@ -21,7 +21,6 @@ typedef void (*tp_fn)(void *ctx, int i, int n);
 // started. NULL when they cannot be (errno set).
 tpool *tp_create(int n_threads);
 void tp_free(tpool *p);
-int tp_threads(const tpool *p);
 
 // Runs fn on every thread and returns when all have returned. One caller at
 // a time (the pool's owner); fn must not call tp_run.
