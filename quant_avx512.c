@@ -307,6 +307,8 @@ ALWAYS_INLINE void k16_unpack(uint32_t type, const uint8_t *blk, k16_regs *r) {
     const __m512i qidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
     const __m512i qsh = _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 0, 0, 2, 2, 4, 4, 6, 6);
     const __m512i hsh = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    // bit 4h + j of every byte of lane g (Q3_K's third bits)
+    const __m512i hbit = _mm512_sllv_epi32(_mm512_set1_epi8(1), hsh);
     const __m512i qs = load512(type == Q_Q2_K ? ((const block_q2_K *)blk)->qs : ((const block_q3_K *)blk)->qs);
     for (int v = 0; v < 4; v++) {
         const __m512i vv = _mm512_set1_epi32(v);
@@ -315,8 +317,8 @@ ALWAYS_INLINE void k16_unpack(uint32_t type, const uint8_t *blk, k16_regs *r) {
         if (type == Q_Q3_K) {
             const __m512i hm = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)((const block_q3_K *)blk)->hmask));
             const __m512i hidx = _mm512_and_si512(_mm512_add_epi32(qidx, vv), _mm512_set1_epi32(7));
-            const __m512i hb = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(hidx, hm), hsh), _mm512_set1_epi8(1));
-            r->q[v] = _mm512_or_si512(r->q[v], _mm512_slli_epi32(hb, 2));
+            const __mmask64 k = _mm512_test_epi8_mask(_mm512_permutexvar_epi32(hidx, hm), hbit);
+            r->q[v] = _mm512_mask_add_epi8(r->q[v], k, r->q[v], _mm512_set1_epi8(4));
         }
     }
     if (type == Q_Q3_K) {
@@ -532,10 +534,10 @@ ALWAYS_INLINE __m512i q4k_headers4(const uint8_t *const rows[4], size_t off) {
 #define Z16 -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128
 // pshufb controls on a row's 16 scale bytes (q4k_scales4's lane, in all four
 // lanes): the int16 scales of packs(P0, P1) and packs(P2, P3) (q4k_decode8),
-// and the (mn[2p], mn[2p + 1]) pairs in dwords 8..11, facing K4_PAIRS.
+// and the (mn[2p], mn[2p + 1]) pairs in dwords 4..7, facing K4_PAIRS.
 static const int8_t Q4K_SC01[64] = {B8(0, 1), B8(0, 1), B8(2, 3), B8(2, 3)};
 static const int8_t Q4K_SC23[64] = {B8(4, 5), B8(4, 5), B8(6, 7), B8(6, 7)};
-static const int8_t Q4K_MN[64] = {Z16, Z16, B2(8), B2(9), B2(10), B2(11), B2(12), B2(13), B2(14), B2(15), Z16};
+static const int8_t Q4K_MN[64] = {Z16, B2(8), B2(9), B2(10), B2(11), B2(12), B2(13), B2(14), B2(15), Z16, Z16};
 #undef B2
 #undef B8
 #undef Z16
@@ -546,10 +548,11 @@ ALWAYS_INLINE __m512i bits_ab(int a, int b) {
     return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << a)), _mm256_set1_epi8((char)(1 << b)), 1);
 }
 
-// One row's integers of one super-block: lanes 0..7 of the result sum to I,
-// lanes 8..15 to M. blk: the row's block; sc: the row's scale bytes in
-// every 128-bit lane; X: the activation record's 4 q vectors; pairs: its words.
-ALWAYS_INLINE __m512i k4_decode_row(uint32_t type, const uint8_t *blk, __m512i sc, const __m512i X[4],
+// One row's integers of one super-block: lanes 0..3 of the result sum to I,
+// lanes 4..7 to M. blk: the row's block; sc: the row's scale bytes in
+// every 128-bit lane; X: the activation record's 4 q vectors; pairs: its
+// K4_PAIRS words in dwords 4..7.
+ALWAYS_INLINE __m256i k4_decode_row(uint32_t type, const uint8_t *blk, __m512i sc, const __m512i X[4],
                                     __m512i pairs) {
     const __m512i m4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512();
     const uint8_t *q = blk + k4_qs_off(type);
@@ -569,26 +572,25 @@ ALWAYS_INLINE __m512i k4_decode_row(uint32_t type, const uint8_t *blk, __m512i s
     const __m512i P3 = _mm512_dpbusd_epi32(zero, W[3], X[3]);
     __m512i I = _mm512_dpwssd_epi32(zero, _mm512_packs_epi32(P0, P1), _mm512_shuffle_epi8(sc, load512(Q4K_SC01)));
     I = _mm512_dpwssd_epi32(I, _mm512_packs_epi32(P2, P3), _mm512_shuffle_epi8(sc, load512(Q4K_SC23)));
-    // fold I's 16 lanes into 8, then M's 4 products into lanes 8..11
-    const __m512i F = _mm512_maskz_add_epi32(0x00ff, I, _mm512_shuffle_i64x2(I, I, _MM_SHUFFLE(1, 0, 3, 2)));
-    return _mm512_dpwssd_epi32(F, _mm512_shuffle_epi8(sc, load512(Q4K_MN)), pairs);
+    // fold I's 16 lanes into 4, then M's 4 products into lanes 4..7
+    const __m512i F = _mm512_add_epi32(I, _mm512_shuffle_i64x2(I, I, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512i G = _mm512_maskz_add_epi32(0x000f, F, _mm512_shuffle_i64x2(F, F, _MM_SHUFFLE(0, 0, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_dpwssd_epi32(G, _mm512_shuffle_epi8(sc, load512(Q4K_MN)), pairs));
 }
 
-// Sums of 8 vectors' 128-bit lanes: V[r] lanes 0,1 (I) and 2,3 (M) of row r
-// end up in lane r % 4 of 128-bit lane 2 * (r / 4) (I) and 2 * (r / 4) + 1 (M).
-ALWAYS_INLINE __m512i q4k_reduce8(const __m512i V[8]) {
-    __m512i S[4], Q[2];
-    for (int i = 0; i < 4; i++)  // [a0+a2, b0+b2, a1+a3, b1+b3] per 128-bit lane
-        S[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(V[2 * i], V[2 * i + 1]),
-                                _mm512_unpackhi_epi32(V[2 * i], V[2 * i + 1]));
-    for (int i = 0; i < 2; i++)  // lane r of each 128-bit lane: row 4i + r's sum over it
-        Q[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(S[2 * i], S[2 * i + 1]),
-                                _mm512_unpackhi_epi64(S[2 * i], S[2 * i + 1]));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i32x4(Q[0], Q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+// Sums of 8 rows' vectors (k4_decode_row's): the I of row r in lane r % 4 of
+// 128-bit lane 2 * (r / 4), its M in lane r % 4 of 128-bit lane 2 * (r / 4) + 1.
+ALWAYS_INLINE __m512i q4k_reduce8(const __m256i V[8]) {
+    __m512i Z[4], S[2];
+    for (int i = 0; i < 4; i++)  // 128-bit lanes: row i's I, M parts; row i + 4's
+        Z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(V[i]), V[i + 4], 1);
+    for (int i = 0; i < 2; i++)  // [a0+a2, b0+b2, a1+a3, b1+b3] per 128-bit lane
+        S[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(Z[2 * i], Z[2 * i + 1]),
+                                _mm512_unpackhi_epi32(Z[2 * i], Z[2 * i + 1]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(S[0], S[1]), _mm512_unpackhi_epi64(S[0], S[1]));
 }
 
-#define K4_PIECE 16  // super-blocks per piece of the rows (8 rows x 16 x 64 B = 8 KiB of integer vectors)
+#define K4_PIECE 32  // super-blocks per piece of the rows (8 rows x 32 x 32 B = 8 KiB of integer vectors)
 
 // y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x.
 // The rows are read one after another (one memory stream), K4_PIECE
@@ -605,14 +607,14 @@ ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int n
     __m512 acc = _mm512_setzero_ps();  // lanes as q4k_reduce8: s1 and s2 of each row
     for (int64_t k0 = 0; k0 < nb; k0 += K4_PIECE) {
         const int kn = nb - k0 < K4_PIECE ? (int)(nb - k0) : K4_PIECE;
-        __m512i V[K4_PIECE][8];
+        __m256i V[K4_PIECE][8];
         for (int r = 0; r < 8; r++)
             for (int k = 0; k < kn; k++) {
                 const uint8_t *blk = rows[r] + (size_t)(k0 + k) * bb, *rec = x + (size_t)(k0 + k) * K4_BYTES;
                 for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
                 const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
                 const __m512i sc = q4k_scales4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)blk)));
-                V[k][r] = k4_decode_row(type, blk, sc, X, load512(rec + K4_W));
+                V[k][r] = k4_decode_row(type, blk, sc, X, _mm512_maskz_loadu_epi32(0x00f0, rec + K4_PAIRS - 16));
             }
         for (int k = 0; k < kn; k++) {
             const size_t off = (size_t)(k0 + k) * bb;

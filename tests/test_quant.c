@@ -2,7 +2,7 @@
 //
 //   build/tests/test_quant           run the tests (from the repo root; SHARED
 //                                    names the shared data, default ../shared)
-//   build/tests/test_quant --bench [TYPE]   single-thread kernel speeds, no checks
+//   build/tests/test_quant --bench [TYPE|all [ROWSxCOLS]]   kernel speeds (default 8192x2048), no checks
 //   build/tests/test_quant --dump    hashes of q_matmul outputs (tests/t_isa.sh)
 //
 // References: numpy's float16 and a float64 numpy dequantizer written from the
@@ -659,11 +659,10 @@ static void mv_part(void *ctx, int i, int nth) {
     q_matmul(j->type, j->n, j->w + (size_t)r0 * j->rb, j->rb, r1 - r0, j->xq, 0, 1, 1, j->y + r0, 0);
 }
 
-static void bench(const char *only) {
+static void bench(const char *only, int rows, int64_t n) {
     static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32,
                                      Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
-    const int64_t n = 2048;
-    const int rows = 8192, ntok = 64;
+    const int ntok = 64;
     rng_t r = {42};
     printf("q_matmul, one thread, %s; weights %d x %lld (%d MiB of them for DRAM); best of 3\n", q_simd_name(), rows,
            (long long)n, BENCH_MIB);
@@ -770,7 +769,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
-        bench(argc > 2 ? argv[2] : NULL);
+        int rows = 8192;
+        long long n = 2048;
+        if (argc > 3 && (sscanf(argv[3], "%dx%lld", &rows, &n) != 2 || rows < 64 || n < 256 || n % 256))
+            fail("bad shape '%s': ROWSxCOLS, rows >= 64, cols a multiple of 256", argv[3]);
+        bench(argc > 2 && strcmp(argv[2], "all") ? argv[2] : NULL, rows, n);
         return 0;
     }
     const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
