@@ -262,9 +262,7 @@ ALWAYS_INLINE void k16_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[
     }
     if (type == Q_Q3_K) {
         const block_q3_K *b = (const block_q3_K *)blk;
-        uint32_t w[4];
-        q3k_scale_words(b->scales, w);
-        const __m128i s16 = _mm_loadu_si128((const __m128i *)w);
+        const __m128i s16 = q3k_scale_vec(b->scales);
         for (int h = 0; h < 2; h++) {
             const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(s16, 8) : s16), _mm256_set1_epi32(32));
             a[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(sc), _mm256_set1_ps(half_f32(b->d)));

@@ -323,9 +323,7 @@ ALWAYS_INLINE void k16_unpack(uint32_t type, const uint8_t *blk, k16_regs *r) {
     }
     if (type == Q_Q3_K) {
         const block_q3_K *b = (const block_q3_K *)blk;
-        uint32_t w[4];
-        q3k_scale_words(b->scales, w);
-        const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w)), _mm512_set1_epi32(32));
+        const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q3k_scale_vec(b->scales)), _mm512_set1_epi32(32));
         r->a = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(half_f32(b->d)));
     } else {
         const block_q2_K *b = (const block_q2_K *)blk;

