@@ -584,6 +584,10 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
     if (!q || !q->compute || nr <= 0 || nt <= 0) return;
     if (nt_joint > nt) nt_joint = nt;
     if (nt_joint < 0) nt_joint = 0;
+    if (nt == 1) {  // the kernels prefetch DECODE_AHEAD on as they go: the first bytes here
+        const size_t head = (size_t)nr * w_stride < DECODE_AHEAD ? (size_t)nr * w_stride : DECODE_AHEAD;
+        for (size_t l = 0; l < head; l += 64) __builtin_prefetch((const uint8_t *)w + l, 0, 0);
+    }
     if (nt_joint > 0) matmul_tokens(wtype, n, w, w_stride, nr, xq, xq_stride, nt_joint, 0, y, ldy);
     // lone tokens share each weight block's decoding, each keeping its own float chain
     if (nt > nt_joint)
