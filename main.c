@@ -19,6 +19,8 @@
 
 #include "batch.h"
 #include "chat.h"
+#include "grammar.h"
+#include "json_schema.h"
 #ifdef QUILL_CUDA
 #include "kernels.h"
 #endif
@@ -65,6 +67,8 @@ typedef struct {
     size_t kv_mem;          // batch: --kv-mem, bytes of the KV pool (0: n_seqs full contexts)
     int device;             // DEVICE_AUTO, or --cpu / --gpu
     int kv_type;            // --kv: KV_F16 or KV_Q8
+    const char *grammar;    // --grammar FILE (GBNF)
+    const char *json_schema;  // --json-schema FILE|JSON; "{}" for --json
     char model_path[MP_PATH_MAX], draft_path[MP_PATH_MAX];  // -m, --draft resolved to files (model_file)
 } options;
 
@@ -79,6 +83,7 @@ typedef struct {
     int decode_steps;
     const char *finish;          // eos, length, stop, context
     const spec_stats *spec;      // speculative decoding's figures (NULL: off)
+    const gconstraint *gc;       // the grammar (NULL: none)
 } gen_stats;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -343,6 +348,9 @@ static void parse_options(options *o, int argc, char **argv, int first) {
             if (strcmp(v, "shift") && strcmp(v, "stop")) die("option --context-full: expected shift or stop, got '%s'", v);
             o->context_stop = !strcmp(v, "stop");
         }
+        else if (!strcmp(a, "--grammar")) o->grammar = ARG();
+        else if (!strcmp(a, "--json-schema")) o->json_schema = ARG();
+        else if (!strcmp(a, "--json")) o->json_schema = "{}";
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--")) { while (++i < argc) words[n_words++] = argv[i]; }
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see quill --help)", a);
@@ -519,14 +527,25 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
     double ttft = st->t_prefill * 1e3, tpot = st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0;
     double pre_tps = st->t_prefill > 0 ? (st->n_prompt - st->n_cached) / st->t_prefill : 0;
     double dec_tps = tpot > 0 ? 1e3 / tpot : 0;
-    char cached[32] = "", spec_line[256] = "", spec_json[512] = "";
+    char cached[32] = "", spec_line[256] = "", spec_json[512] = "", gram_line[96] = "", gram_json[128] = "";
     if (o->prompt_cache) snprintf(cached, sizeof cached, " (%d cached)", st->n_cached);
+    if (st->gc) {
+        const double ms = gcon_seconds(st->gc) * 1e3;
+        const int done = gcon_can_end(st->gc);
+        snprintf(gram_line, sizeof gram_line, " | grammar %.2f ms/tok%s", st->n_gen ? ms / st->n_gen : 0,
+                 done ? "" : ", incomplete");
+        snprintf(gram_json, sizeof gram_json, ", \"grammar_ms\": %.3f, \"grammar_complete\": %s", ms,
+                 done ? "true" : "false");
+        if (!done && !o->quiet && strcmp(st->finish, "interrupted"))
+            fprintf(stderr, "\nquill: the output stopped (%s) before the grammar was complete: it is a prefix\n",
+                    st->finish);
+    }
     if (st->spec) spec_stats_format(st->spec, spec_line, sizeof spec_line, spec_json, sizeof spec_json);
     if (!o->quiet)
         fprintf(stderr,
                 "\nquill: prompt %d tok%s, TTFT %.1f ms (%.1f tok/s) | generated %d tok, TPOT %.2f ms "
-                "(%.1f tok/s)%s | %s | %s | seed %" PRIu64 "\n",
-                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, st->finish,
+                "(%.1f tok/s)%s%s | %s | %s | seed %" PRIu64 "\n",
+                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, gram_line, st->finish,
                 model_backend_desc(m), o->sp.seed);
     if (!o->stats_json) return;
     membuf mb;
@@ -535,9 +554,9 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
             "{\"prompt_tokens\": %d, \"cached_tokens\": %d, \"cache_write_ms\": %.3f, "
             "\"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
             "\"generated_tokens\": %d, \"tpot_ms\": %.3f, \"decode_tok_s\": %.3f, "
-            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s}\n",
+            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s%s}\n",
             st->n_prompt, st->n_cached, st->t_cache_write * 1e3, ttft, pre_tps, st->n_gen, tpot, dec_tps,
-            st->finish, model_backend_desc(m), o->sp.seed, spec_json);
+            st->finish, model_backend_desc(m), o->sp.seed, spec_json, gram_json);
     stats_write(o->stats_json, f, &mb);
 }
 
@@ -554,9 +573,13 @@ static double draw_uniform(uint64_t seed, uint64_t step) {
 // samples and the settings need no history (only the id comes back), else on
 // the host from the logits.
 static int32_t forward_sample(const options *o, model *m, sampler *smp, const int32_t *ids, int n, float *logits,
-                              uint64_t step) {
+                              uint64_t step, gconstraint *gc) {
     char err[ERR_LEN];
     int32_t id;
+    if (gc) {  // the mask needs the logits on the host
+        if (model_forward(m, ids, n, 0, logits, err) || gcon_pick(gc, smp, ids[n - 1], logits, &id, err)) die("%s", err);
+        return id;
+    }
     if (o->sp.repeat_penalty == 1.0f || o->sp.repeat_last_n == 0) {
         const sample_cfg sc = {o->sp.temp, o->sp.top_k, o->sp.top_p, o->sp.min_p};
         const int r = model_forward_sample(m, ids, n, &sc, draw_uniform(o->sp.seed, step), &id, logits, err);
@@ -570,7 +593,7 @@ static int32_t forward_sample(const options *o, model *m, sampler *smp, const in
 // The decode loop: token `next` was sampled from the prompt's logits. With
 // sd, the later tokens come from the speculative decoder instead.
 static void decode_loop(const options *o, model *m, const tokenizer *tok, sampler *smp, float *logits,
-                        int32_t prev, int32_t next, gen_stats *st, spec *sd) {
+                        int32_t prev, int32_t next, gen_stats *st, spec *sd, gconstraint *gc) {
     char err[ERR_LEN];
     textout out;
     if (textout_init(&out, tok, o->stops, o->n_stops, stdout)) die("out of memory");
@@ -583,6 +606,8 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (stop < 0) die("out of memory");
         if (stop) { st->finish = "stop"; break; }
         if (out.closed) break;
+        if (gc && gcon_accept(gc, prev, next, err)) die("%s", err);
+        if (gc && gcon_must_end(gc)) { st->finish = "stop"; break; }  // the grammar is complete
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
         if (*sig_flag()) { st->finish = "interrupted"; break; }
         if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
@@ -595,7 +620,7 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (sd) {
             if (spec_next(sd, o->n_predict < 0 ? 0 : o->n_predict - st->n_gen, &next, err)) die("%s", err);
         } else {
-            next = forward_sample(o, m, smp, &next, 1, logits, (uint64_t)st->n_gen);
+            next = forward_sample(o, m, smp, &next, 1, logits, (uint64_t)st->n_gen, gc);
         }
         st->t_decode += now_sec() - t;
         st->decode_steps++;
@@ -610,13 +635,14 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
 // is seen between them; the last one picks the first new token. Returns it,
 // or -1 when a signal stopped the prefill.
 #define PREFILL_CHUNK 2048
-static int32_t prefill(const options *o, model *m, sampler *smp, const int32_t *ids, int from, int n, float *logits) {
+static int32_t prefill(const options *o, model *m, sampler *smp, const int32_t *ids, int from, int n, float *logits,
+                       gconstraint *gc) {
     char err[ERR_LEN];
     for (; n - from > PREFILL_CHUNK; from += PREFILL_CHUNK) {
         if (*sig_flag()) return -1;
         if (model_forward(m, ids + from, PREFILL_CHUNK, 0, logits, err)) die("%s", err);
     }
-    return *sig_flag() ? -1 : forward_sample(o, m, smp, ids + from, n - from, logits, 0);
+    return *sig_flag() ? -1 : forward_sample(o, m, smp, ids + from, n - from, logits, 0, gc);
 }
 
 // --prompt-cache: restores the prompt's cached prefix (see pcache_prompt_restore);
@@ -656,6 +682,29 @@ static spec *spec_start(const options *o, model *m, model **draft) {
     return sd;
 }
 
+// --grammar, --json-schema, --json: the compiled grammar, the vocabulary's
+// trie and one generation's constraint (all NULL without them).
+typedef struct {
+    grammar *g;
+    gvocab *v;
+    gconstraint *c;
+} gram_ctx;
+
+static void gram_start(const options *o, const tokenizer *tok, gram_ctx *gx) {
+    char err[ERR_LEN];
+    *gx = (gram_ctx){0};
+    if (o->grammar && o->json_schema) die("--grammar and --json-schema (or --json) are two grammars: give one");
+    if (!o->grammar && !o->json_schema) return;
+    if (grammar_load(&gx->g, o->grammar, o->json_schema, err)) die("%s", err);
+    if (gvocab_new(&gx->v, tok, err) || gcon_new(&gx->c, gx->g, gx->v, err)) die("%s", err);
+}
+
+static void gram_free(gram_ctx *gx) {
+    gcon_free(gx->c);
+    gvocab_free(gx->v);
+    grammar_free(gx->g);
+}
+
 static int cmd_generate(const options *o) {
     model *m;
     tokenizer *tok;
@@ -663,10 +712,12 @@ static int cmd_generate(const options *o) {
     size_t plen;
     char *prompt = read_prompt(o, 1, prompt_max_bytes(m, tok), &plen);
     sig_install();  // once the prompt is read: a signal stops the generation cleanly
+    gram_ctx gx;
+    gram_start(o, tok, &gx);
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
-    gen_stats st = {0};
+    gen_stats st = {.gc = gx.c};
     double t0 = now_sec();
     int n;
     int32_t *ids = tokenize(o, tok, prompt, plen, &n);
@@ -681,18 +732,19 @@ static int cmd_generate(const options *o) {
     if (o->n_predict != 0 || o->prompt_cache) {  // with -n 0, --prompt-cache still prefills and saves
         int save = 0;
         if (o->prompt_cache) st.n_cached = prompt_cache_restore(o, m, ids, n, &save);
-        int32_t next = prefill(o, m, smp, ids, st.n_cached, n, logits);
+        int32_t next = prefill(o, m, smp, ids, st.n_cached, n, logits, gx.c);
         if (next >= 0 && sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
         st.t_prefill = now_sec() - t0;
         if (next >= 0 && save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
         if (next < 0) st.finish = "interrupted";
-        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
+        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd, gx.c);
         else st.finish = "length";
     } else {
         st.finish = "length";
     }
     st.spec = sd ? spec_get_stats(sd) : NULL;
     print_stats(o, &st, m);
+    gram_free(&gx);
     spec_free(sd);
     model_free(draft);
     free(logits);
