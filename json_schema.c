@@ -224,17 +224,23 @@ static void read_bound(const json_t *s, const char *key, const char *excl_key, i
     if (json_is_true(e) && *set) *excl = 1;
 }
 
-// The integer bounds [L, H] of schema s (NO_LO / NO_HI when absent).
-static int int_bounds(jsc *c, const json_t *s, long long *L, long long *H) {
+typedef struct {
+    long long L, H;    // the integers allowed: [L, H] (NO_LO / NO_HI: unbounded)
+    long long cl, fh;  // ceil(minimum), floor(maximum) whatever their exclusiveness
+} num_bounds;
+
+static int get_bounds(jsc *c, const json_t *s, num_bounds *nb) {
     double lo = 0, hi = 0;
     int has_lo, has_hi, ex_lo, ex_hi;
     read_bound(s, "minimum", "exclusiveMinimum", 1, &lo, &has_lo, &ex_lo);
     read_bound(s, "maximum", "exclusiveMaximum", 0, &hi, &has_hi, &ex_hi);
     const double lim = 9e17;
-    if ((has_lo && fabs(lo) > lim) || (has_hi && fabs(hi) > lim))
+    if ((has_lo && !(fabs(lo) <= lim)) || (has_hi && !(fabs(hi) <= lim)))
         return errf(c->err, "json schema: a bound beyond +-9e17 is not supported");
-    *L = !has_lo ? NO_LO : ex_lo && floor(lo) == lo ? (long long)lo + 1 : (long long)ceil(lo);
-    *H = !has_hi ? NO_HI : ex_hi && floor(hi) == hi ? (long long)hi - 1 : (long long)floor(hi);
+    nb->cl = has_lo ? (long long)ceil(lo) : NO_LO;
+    nb->fh = has_hi ? (long long)floor(hi) : NO_HI;
+    nb->L = has_lo && ex_lo && floor(lo) == lo ? nb->cl + 1 : nb->cl;
+    nb->H = has_hi && ex_hi && floor(hi) == hi ? nb->fh - 1 : nb->fh;
     return 0;
 }
 
@@ -245,41 +251,49 @@ static int has_bounds(const json_t *s) {
 
 static char *gen_integer(jsc *c, const json_t *s) {
     if (!has_bounds(s)) return strdup("integer");
-    long long L, H;
-    int empty;
-    if (int_bounds(c, s, &L, &H)) return NULL;
-    char *e = L <= H ? int_range(c, L, H, &empty) : (empty = 1, NULL);
+    num_bounds nb;
+    int empty = 1;
+    if (get_bounds(c, s, &nb)) return NULL;
+    char *e = nb.L <= nb.H ? int_range(c, nb.L, nb.H, &empty) : NULL;
     if (!e && empty) errf(c->err, "json schema: no integer lies within the bounds");
     return e;
 }
 
-// Bounded numbers (see json_schema.h): integers in [L, H], non-negative
-// decimals with integer part in [max(L,0), H-1], "-0.ddd" when L < 0 <= H,
-// and negative decimals "-m.ddd" with m in [max(1,-H), -L-1].
+// Appends `sep` PREFIX (integers in [lo, hi]) SUFFIX to b when the range is
+// not empty; *any records that something was written.
+static int number_part(jsc *c, sbuf *b, const char *prefix, long long lo, long long hi, const char *suffix, int *any) {
+    int empty;
+    if (lo > hi) return 0;
+    char *e = int_range(c, lo, hi, &empty);
+    if (!e) return empty ? 0 : -1;
+    int rc = sb_printf(b, "%s%s%s%s", *any ? " | " : "", prefix, e, suffix);
+    *any = 1;
+    free(e);
+    return rc;
+}
+
+// Bounded numbers (see json_schema.h): the integers in [L, H], and decimals
+// k.ddd / -m.ddd whose fraction ends in a non-zero digit, so each lies
+// strictly between two integers: k in [max(ceil(min), 0), floor(max) - 1],
+// m in [max(0, -floor(max)), -ceil(min) - 1]. The fraction has at most 6
+// digits, which a double keeps apart from the bound.
 static char *gen_number(jsc *c, const json_t *s) {
     if (!has_bounds(s)) return strdup("number");
-    long long L, H;
-    if (int_bounds(c, s, &L, &H)) return NULL;
-    const char *frac = "\".\" [0-9]{1,6}";  // few digits: a double keeps them apart from the bound
+    num_bounds nb;
+    if (get_bounds(c, s, &nb)) return NULL;
+    const char *frac = " \".\" [0-9]{0,5} [1-9]";
     sbuf b = {0};
-    int any = 0, empty, rc = sb_printf(&b, "(");
-    char *e = L <= H ? int_range(c, L, H, &empty) : NULL;
-    if (e) rc = rc || sb_printf(&b, "%s", e), any = 1;
-    free(e);
-    long long plo = L > 0 ? L : 0, phi = H == NO_HI ? NO_HI : H - 1;
-    e = plo <= phi ? int_range(c, plo, phi, &empty) : NULL;
-    if (e) rc = rc || sb_printf(&b, "%s%s %s", any ? " | " : "", e, frac), any = 1;
-    free(e);
-    if (L < 0 && H >= 0) rc = rc || sb_printf(&b, "%s\"-0\" %s", any ? " | " : "", frac), any = 1;
-    long long mlo = H >= 0 ? 1 : -H, mhi = L == NO_LO ? NO_HI : -L - 1;
-    e = L < 0 && mlo <= mhi ? int_range(c, mlo, mhi, &empty) : NULL;
-    if (e) rc = rc || sb_printf(&b, "%s\"-\" %s %s", any ? " | " : "", e, frac), any = 1;
-    free(e);
-    if (rc || sb_printf(&b, ")")) return free(b.s), oom(c);
+    int any = 0, rc = sb_printf(&b, "(");
+    rc = rc || number_part(c, &b, "", nb.L, nb.H, "", &any);
+    rc = rc || number_part(c, &b, "", nb.cl > 0 ? nb.cl : 0, nb.fh == NO_HI ? NO_HI : nb.fh - 1, frac, &any);
+    rc = rc || number_part(c, &b, "\"-\" ", nb.fh >= 0 ? 0 : -nb.fh, nb.cl == NO_LO ? NO_HI : -nb.cl - 1, frac, &any);
+    if (rc || sb_printf(&b, ")")) {
+        free(b.s);
+        return c->err[0] ? NULL : oom(c);
+    }
     if (!any) {
         free(b.s);
-        errf(c->err, "json schema: the number bounds are too narrow for quill's approximation "
-                     "(it needs an integer within them)");
+        errf(c->err, "json schema: no number lies within the bounds");
         return NULL;
     }
     return b.s;
