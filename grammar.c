@@ -350,7 +350,7 @@ static int parse_sequence(parser *p, int rule, evec *v, int depth) {
         skip_space(p, depth > 0);
         while (p->s < p->end && (*p->s == '*' || *p->s == '+' || *p->s == '?' || *p->s == '{')) {
             if (parse_postfix(p, rule, v, from)) return -1;
-            from = v->n - 1;  // a repetition of a repetition repeats the helper reference
+            // a second postfix repeats the whole repetition before it: x{2}{3} is x six times
             skip_space(p, depth > 0);
         }
     }

@@ -82,6 +82,7 @@ typedef struct {
 } gbuf;
 typedef struct {
     gbuf work, tmp;
+    long spent, limit;  // work units (expansions, stack comparisons) so far and the most allowed (0: no limit)
 } gscratch;
 void gscratch_free(gscratch *sc);
 

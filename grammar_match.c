@@ -15,8 +15,8 @@
 #include "util.h"
 
 #define G_MAX_DEPTH_STACK 2048  // positions in one stack
-#define G_MAX_STACKS 2048       // stacks in one state
-#define G_MAX_WORK 200000       // expansion steps for one character
+#define G_MAX_STACKS 1024       // stacks in one state
+#define G_MAX_WORK 100000       // expansion steps for one character
 
 typedef gbuf u32buf;
 
@@ -55,8 +55,18 @@ static void state_clear(gstate *s) {
     s->n = 0, s->n_stacks = 0, s->part = 0, s->part_left = 0, s->part_len = 0;
 }
 
+// Counts k units of work against sc's limit: -1 (with err) past it, so that
+// a hostile grammar costs a bounded time per step.
+static int spend(gscratch *sc, long k, char *err) {
+    sc->spent += k;
+    if (sc->limit > 0 && sc->spent > sc->limit)
+        return errf(err, "the grammar is too ambiguous to follow (too many parses to track at once)");
+    return 0;
+}
+
 // Adds stack st[0..len) unless the state has it already.
-static int add_stack(gstate *s, const uint32_t *st, uint32_t len, char *err) {
+static int add_stack(gstate *s, const uint32_t *st, uint32_t len, gscratch *sc, char *err) {
+    if (spend(sc, s->n_stacks + 1, err)) return -1;
     for (size_t i = 0; i < s->n; i += 1 + s->w[i])
         if (s->w[i] == len && (!len || !memcmp(s->w + i + 1, st, len * sizeof *st))) return 0;
     if (s->n_stacks >= G_MAX_STACKS)
@@ -87,17 +97,18 @@ static int work_push(u32buf *work, const uint32_t *base, uint32_t len, uint32_t 
 }
 
 // Expands every stack on the work list into dst.
-static int expand(const grammar *g, u32buf *work, u32buf *tmp, gstate *dst, char *err) {
+static int expand(const grammar *g, gscratch *sc, gstate *dst, char *err) {
+    u32buf *work = &sc->work, *tmp = &sc->tmp;
     long steps = 0;
     while (work->n) {
         uint32_t len = work->w[work->n - 1];
         uint32_t *st = work->w + work->n - 1 - len;
         if (len == 0 || g->e[st[len - 1]].type == G_CHARS) {
             work->n -= len + 1;
-            if (add_stack(dst, st, len, err)) return -1;
+            if (add_stack(dst, st, len, sc, err)) return -1;
             continue;
         }
-        if (++steps > G_MAX_WORK)
+        if (++steps > G_MAX_WORK || spend(sc, 1, err))
             return errf(err, "the grammar is too ambiguous to follow (more than %d expansions for one character)",
                         G_MAX_WORK);
         // top: a reference; below it the return address (when the alternative goes on)
@@ -137,7 +148,7 @@ static int start_or_advance(const grammar *g, const gstate *src, uint32_t cp, in
             if (g->e[a].type == G_END) break;
             a++;
         }
-        if (!rc) rc = expand(g, &sc->work, &sc->tmp, dst, err);
+        if (!rc) rc = expand(g, sc, dst, err);
     } else {
         for (size_t i = 0; i < src->n && !rc; i += 1 + src->w[i]) {
             const uint32_t len = src->w[i], *st = src->w + i + 1;
@@ -145,7 +156,7 @@ static int start_or_advance(const grammar *g, const gstate *src, uint32_t cp, in
             const uint32_t top = st[len - 1];
             if (!gcharset_has(&g->cs[g->e[top].val], cp)) continue;
             rc = work_push(&sc->work, st, len - 1, at_alt_end(g, top + 1) ? UINT32_MAX : top + 1, err);
-            if (!rc) rc = expand(g, &sc->work, &sc->tmp, dst, err);
+            if (!rc) rc = expand(g, sc, dst, err);
         }
     }
     return rc ? -1 : dst->n_stacks > 0;
@@ -188,7 +199,7 @@ static int utf8_ok(uint32_t cp, int len) {
 // completions of the partial character (part, left more bytes, len in all)
 // that are valid UTF-8.
 static int keep_partial(const grammar *g, const gstate *src, uint32_t part, int left, int len, gstate *dst,
-                        char *err) {
+                        gscratch *sc, char *err) {
     uint32_t lo = part << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
     state_clear(dst);
     if (lo < utf8_min(len)) lo = utf8_min(len);
@@ -197,7 +208,7 @@ static int keep_partial(const grammar *g, const gstate *src, uint32_t part, int 
     if (lo > hi) return 0;
     for (size_t i = 0; i < src->n; i += 1 + src->w[i]) {
         const uint32_t len = src->w[i], *st = src->w + i + 1;
-        if (len && charset_meets(&g->cs[g->e[st[len - 1]].val], lo, hi) && add_stack(dst, st, len, err)) return -1;
+        if (len && charset_meets(&g->cs[g->e[st[len - 1]].val], lo, hi) && add_stack(dst, st, len, sc, err)) return -1;
     }
     dst->part = part, dst->part_left = left, dst->part_len = len;
     return dst->n_stacks > 0;
@@ -208,11 +219,11 @@ int gstate_byte(const grammar *g, const gstate *src, uint8_t b, gstate *dst, gsc
         if (b < 0x80) return start_or_advance(g, src, b, 0, dst, sc, err);
         int left = b >> 5 == 6 ? 1 : b >> 4 == 14 ? 2 : b >> 3 == 30 ? 3 : 0;
         if (!left) return state_clear(dst), 0;  // a continuation byte or 0xF8..: never UTF-8
-        return keep_partial(g, src, b & (0x3fu >> left), left, left + 1, dst, err);
+        return keep_partial(g, src, b & (0x3fu >> left), left, left + 1, dst, sc, err);
     }
     if ((b & 0xc0) != 0x80) return state_clear(dst), 0;
     const uint32_t part = src->part << 6 | (b & 0x3f);
-    if (src->part_left > 1) return keep_partial(g, src, part, src->part_left - 1, src->part_len, dst, err);
+    if (src->part_left > 1) return keep_partial(g, src, part, src->part_left - 1, src->part_len, dst, sc, err);
     if (!utf8_ok(part, src->part_len)) return state_clear(dst), 0;
     gstate whole = *src;
     whole.part = 0, whole.part_left = 0;

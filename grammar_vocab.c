@@ -22,6 +22,11 @@
 #include "util.h"
 
 #define GC_CACHE 64  // cached masks per generation
+// Work bounds (gscratch units: an expansion or a stack compared) for one mask
+// and for one token: real grammars stay far below (a JSON schema's mask over
+// 128k tokens: about 2M); a hostile, highly ambiguous one gets an error.
+#define GC_MASK_WORK 100000000L
+#define GC_TOKEN_WORK 4000000L
 
 typedef struct {
     uint32_t child;          // first child node; children are contiguous
@@ -219,7 +224,10 @@ void gcon_free(gconstraint *c) {
     free(c);
 }
 
-int gcon_reset(gconstraint *c, char *err) { return gstate_start(c->g, &c->state, &c->sc, err); }
+int gcon_reset(gconstraint *c, char *err) {
+    c->sc.spent = 0, c->sc.limit = GC_TOKEN_WORK;
+    return gstate_start(c->g, &c->state, &c->sc, err);
+}
 
 // Marks the tokens of node n's subtree that the grammar allows, from state
 // depth[d] (the state at node n).
@@ -346,6 +354,7 @@ int gcon_mask(gconstraint *c, int32_t prev, const uint64_t **mask, char *err) {
         n = e->n_allowed;
     } else {
         c->err = err;
+        c->sc.spent = 0, c->sc.limit = GC_MASK_WORK;
         if (walk_all(c, skip)) return -1;
         if (gstate_can_end(&c->state))
             for (int i = 0; i < c->v->n_eog; i++) c->mask[c->v->eog[i] >> 6] |= 1ull << (c->v->eog[i] & 63);
@@ -378,6 +387,7 @@ static int run_token(gconstraint *c, int32_t prev, int32_t id, char *err) {
     if (n <= 0) return -2;
     const gstate *src = &c->state;
     int cur = 0;
+    c->sc.spent = 0, c->sc.limit = GC_TOKEN_WORK;
     for (int i = 0; i < n; i++, cur ^= 1) {
         int r = gstate_byte(c->g, src, (uint8_t)v->piece[i], &c->tmp[cur], &c->sc, err);
         if (r <= 0) return r < 0 ? -1 : -2;
