@@ -100,6 +100,22 @@ int gstate_can_end(const gstate *s);
 // 1 when it must end here: a complete parse and nothing could follow.
 int gstate_must_end(const gstate *s);
 
+// ---- Interned states and memoized transitions (grammar_dfa.c) ----------------
+
+typedef struct gdfa gdfa;
+gdfa *gdfa_new(const grammar *g);  // NULL: out of memory
+void gdfa_free(gdfa *d);
+// The id of state s, added when new; -1 with err.
+int32_t gdfa_intern(gdfa *d, const gstate *s, char *err);
+// The state after byte b from state sid: its id, -1 when the byte is
+// rejected, -2 on an error (err).
+int32_t gdfa_step(gdfa *d, int32_t sid, uint8_t b, gscratch *sc, char *err);
+// Empties the tables once they pass their bound (ids are then invalid).
+void gdfa_trim(gdfa *d);
+// The canonical key of s into k: [part, part_left | part_len << 8, n_stacks,
+// stacks sorted]; order is scratch. 0 or -1 (memory).
+int gdfa_key(const gstate *s, gbuf *k, uint32_t ***order, int *order_cap);
+
 // ---- Vocabulary masks ---------------------------------------------------------
 
 typedef struct gvocab gvocab;   // the trie of token bytes, shared by every sequence

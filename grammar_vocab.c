@@ -189,7 +189,7 @@ struct gconstraint {
     const grammar *g;
     const gvocab *v;
     gstate state;           // after the text so far
-    gstate *depth;          // [max_len + 2] states along the trie walk
+    gdfa *dfa;              // the states the walks meet, and their transitions
     gstate tmp[2];          // token-by-token checks
     gscratch sc;
     uint64_t *mask;         // [words] the walk's output
@@ -197,6 +197,8 @@ struct gconstraint {
     gc_entry cache[GC_CACHE];
     uint64_t clock;
     gbuf key;               // the current state's cache key
+    uint32_t **order;       // scratch of gdfa_key
+    int order_cap;
     double seconds;
     char *err;              // the walk's error buffer
 };
@@ -206,9 +208,9 @@ int gcon_new(gconstraint **out, const grammar *g, const gvocab *v, char *err) {
     *out = NULL;
     if (!c) return errf(err, "out of memory");
     c->g = g, c->v = v, c->words = v->n_vocab / 64 + 1;
-    c->depth = calloc((size_t)v->max_len + 2, sizeof *c->depth);
+    c->dfa = gdfa_new(g);
     c->mask = malloc((size_t)c->words * sizeof *c->mask);
-    if (!c->depth || !c->mask) return gcon_free(c), errf(err, "out of memory");
+    if (!c->dfa || !c->mask) return gcon_free(c), errf(err, "out of memory");
     if (gcon_reset(c, err)) return gcon_free(c), -1;
     *out = c;
     return 0;
@@ -217,10 +219,10 @@ int gcon_new(gconstraint **out, const grammar *g, const gvocab *v, char *err) {
 void gcon_free(gconstraint *c) {
     if (!c) return;
     gstate_free(&c->state), gstate_free(&c->tmp[0]), gstate_free(&c->tmp[1]);
-    for (int i = 0; c->depth && i < c->v->max_len + 2; i++) gstate_free(&c->depth[i]);
     for (int i = 0; i < GC_CACHE; i++) free(c->cache[i].key), free(c->cache[i].mask);
     gscratch_free(&c->sc);
-    free(c->depth), free(c->mask), free(c->key.w);
+    gdfa_free(c->dfa);
+    free(c->mask), free(c->key.w), free(c->order);
     free(c);
 }
 
@@ -229,17 +231,17 @@ int gcon_reset(gconstraint *c, char *err) {
     return gstate_start(c->g, &c->state, &c->sc, err);
 }
 
-// Marks the tokens of node n's subtree that the grammar allows, from state
-// depth[d] (the state at node n).
-static int walk(gconstraint *c, const tnode *n, int d) {
+// Marks the tokens of node n's subtree that the grammar allows from state
+// sid (the state at node n).
+static int walk(gconstraint *c, const tnode *n, int32_t sid) {
     const gvocab *v = c->v;
     for (uint32_t k = 0; k < n->n_child; k++) {
         const tnode *ch = &v->nodes[n->child + k];
-        int r = gstate_byte(c->g, &c->depth[d], ch->byte, &c->depth[d + 1], &c->sc, c->err);
-        if (r < 0) return -1;
-        if (!r) continue;
+        const int32_t to = gdfa_step(c->dfa, sid, ch->byte, &c->sc, c->err);
+        if (to == -2) return -1;
+        if (to < 0) continue;
         for (uint32_t t = ch->tok_lo; t < ch->tok_hi; t++) c->mask[v->ids[t] >> 6] |= 1ull << (v->ids[t] & 63);
-        if (ch->n_child && walk(c, ch, d + 1)) return -1;
+        if (ch->n_child && walk(c, ch, to)) return -1;
     }
     return 0;
 }
@@ -256,55 +258,39 @@ static int walk_all(gconstraint *c, int skip_space) {
     const gvocab *v = c->v;
     const tnode *root = &v->nodes[0];
     memset(c->mask, 0, (size_t)c->words * sizeof *c->mask);
-    if (gstate_copy(&c->depth[0], &c->state)) return errf(c->err, "out of memory");
-    if (!skip_space) return walk(c, root, 0);
+    gdfa_trim(c->dfa);
+    const int32_t sid = gdfa_intern(c->dfa, &c->state, c->err);
+    if (sid < 0) return -1;
+    if (!skip_space) return walk(c, root, sid);
     // the ' ' edge is not consumed: its subtree starts from the root's state
     for (uint32_t k = 0; k < root->n_child; k++) {
         const tnode *ch = &v->nodes[root->child + k];
         if (ch->byte != ' ') continue;
         tnode sp = *ch;  // its own token (a lone space) decodes to nothing: not allowed
         sp.tok_lo = sp.tok_hi = 0;
-        if (walk(c, &sp, 0)) return -1;
+        if (walk(c, &sp, sid)) return -1;
     }
     for (uint32_t k = 0; k < root->n_child; k++) {
         const tnode *ch = &v->nodes[root->child + k];
         if (ch->byte == ' ') continue;
         tnode one = {.child = root->child + k, .n_child = 1};
-        if (walk(c, &one, 0)) return -1;
+        if (walk(c, &one, sid)) return -1;
     }
     return 0;
 }
 
 // ---- the mask cache ---------------------------------------------------------------
 
-static int cmp_stack(const void *a, const void *b) {
-    const uint32_t *x = *(uint32_t *const *)a, *y = *(uint32_t *const *)b;
-    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
-    return memcmp(x + 1, y + 1, x[0] * sizeof *x);
-}
-
-// The key of the state: partial character, the space rule, the stacks sorted.
+// The cache key of the state: its canonical key and the space rule.
 static int make_key(gconstraint *c, int skip_space, uint64_t *hash) {
-    const gstate *s = &c->state;
     gbuf *k = &c->key;
-    size_t need = s->n + 3;
-    uint32_t **order = malloc((size_t)(s->n_stacks ? s->n_stacks : 1) * sizeof *order);
-    if (!order) return -1;
-    if (need > k->cap) {
-        uint32_t *w = realloc(k->w, need * sizeof *w);
-        if (!w) return free(order), -1;
-        k->w = w, k->cap = need;
+    if (gdfa_key(&c->state, k, &c->order, &c->order_cap)) return -1;
+    if (k->n == k->cap) {
+        uint32_t *w = realloc(k->w, (k->cap + 1) * sizeof *w);
+        if (!w) return -1;
+        k->w = w, k->cap++;
     }
-    int n = 0;
-    for (size_t i = 0; i < s->n; i += 1 + s->w[i]) order[n++] = s->w + i;
-    qsort(order, (size_t)n, sizeof *order, cmp_stack);
-    k->n = 0;
-    k->w[k->n++] = s->part, k->w[k->n++] = (uint32_t)(s->part_left | s->part_len << 8), k->w[k->n++] = (uint32_t)skip_space;
-    for (int i = 0; i < n; i++) {
-        memcpy(k->w + k->n, order[i], (order[i][0] + 1) * sizeof *k->w);
-        k->n += order[i][0] + 1;
-    }
-    free(order);
+    k->w[k->n++] = (uint32_t)skip_space;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < k->n; i++) h = (h ^ k->w[i]) * 1099511628211ull;
     *hash = h;
