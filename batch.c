@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "textout.h"
+#include "grammar.h"
+#include "json_schema.h"
 #include "util.h"
 
 #define MAX_REC_STOPS 16
@@ -29,6 +31,7 @@ typedef struct {              // one input record; then its output line
     sampler_params sp;
     char *stops[MAX_REC_STOPS];  // owned
     int n_stops;
+    grammar *g;               // "grammar" / "json_schema" (owned), or NULL: the command line's
 } record;
 
 typedef struct {              // a sequence running in a slot
@@ -43,6 +46,7 @@ typedef struct {              // a sequence running in a slot
     int32_t prev, next;       // last token in the KV; the sampled token to feed next
     int n_gen;
     sampler *smp;
+    gconstraint *gc;          // the record's grammar, or NULL
     textout out;              // the generated text (no sink: returned at the end)
     double t_start, t_first, t_last;
 } slot;
@@ -67,6 +71,7 @@ typedef struct {
     int reserved;             // positions promised to live slots
     int pool;                 // positions the pool holds
     float *logits;            // [parallel + 1, n_vocab]
+    gvocab *gv;               // the vocabulary trie, built for the first grammar
     model_tok *toks;          // [chunk + parallel] a pass's tokens
     slot **dec;               // [parallel] a pass's decoding slots
     double t_progress;
@@ -99,6 +104,7 @@ static void free_record(record *r) {
     json_decref(r->id);
     free(r->prompt);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    grammar_free(r->g);
     free(r);
 }
 
@@ -162,6 +168,25 @@ static int deliver_error(run *R, record *r, const char *msg) {
 
 // ---- input --------------------------------------------------------------
 
+// "grammar": GBNF text; "json_schema": a schema (an object, or true).
+static int parse_grammar(record *r, const char *key, json_t *v, char *msg) {
+    char *text = NULL, err[ERR_LEN];
+    size_t len;
+    if (r->g) return errf(msg, "give \"grammar\" or \"json_schema\", not both");
+    if (key[0] == 'g') {
+        if (!json_is_string(v)) return errf(msg, "\"grammar\" must be a string (GBNF)");
+        if (grammar_parse(&r->g, json_string_value(v), json_string_length(v), err)) return errf(msg, "%s", err);
+        return 0;
+    }
+    if (!json_is_object(v) && !json_is_true(v)) return errf(msg, "\"json_schema\" must be a JSON Schema object");
+    if (!(text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY))) return errf(msg, "out of memory");
+    len = strlen(text);
+    char *gbnf = NULL;
+    int rc = json_schema_to_gbnf(text, len, &gbnf, err) || grammar_parse(&r->g, gbnf, strlen(gbnf), err);
+    free(text), free(gbnf);
+    return rc ? errf(msg, "%s", err) : 0;
+}
+
 // Reads the fields of one JSON record into r; a message in msg on error.
 static int parse_fields(record *r, json_t *root, char *msg) {
     const char *key;
@@ -201,8 +226,11 @@ static int parse_fields(record *r, json_t *root, char *msg) {
                 r->stops[r->n_stops++] = strdup(json_string_value(s));
             }
             json_decref(v);
+        } else if (!strcmp(key, "grammar") || !strcmp(key, "json_schema")) {
+            if (parse_grammar(r, key, v, msg)) return -1;
         } else {
-            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop)", key);
+            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop, grammar, "
+                        "json_schema)", key);
         }
     }
     if (!r->prompt) return errf(msg, "the record has no \"prompt\"");
@@ -282,6 +310,7 @@ static void free_slot(slot *s) {
     free(s->ids);
     textout_free(&s->out);
     sampler_free(s->smp);
+    gcon_free(s->gc);
     free_record(s->r);
     *s = (slot){.seq = -1};
 }
@@ -330,6 +359,9 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
         return -1;
     }
     for (int i = 0; i < n; i++) sampler_accept(s->smp, ids[i]);
+    const grammar *g = r->g ? r->g : R->o->grammar;
+    if (g && ((!R->gv && gvocab_new(&R->gv, R->tok, R->err)) || gcon_new(&s->gc, g, R->gv, R->err)))
+        return *fatal = 1, -1;
     R->reserved += need;
     R->sum->prompt_tokens += n;
     return 1;
@@ -390,6 +422,7 @@ static int finish(run *R, slot *s, const char *reason) {
         json_object_set_new(o, "prompt_tokens", json_integer(s->n_ids));
         json_object_set_new(o, "ttft_ms", json_real(s->n_gen ? round(ttft * 1e6) / 1e3 : 0));
         json_object_set_new(o, "tpot_ms", json_real(round(tpot * 1e6) / 1e3));
+        if (s->gc) json_object_set_new(o, "grammar_complete", json_boolean(gcon_can_end(s->gc)));
     }
     free(text);
     int rc = deliver_json(R, s->r, o);
@@ -410,8 +443,9 @@ static int on_token(run *R, slot *s, int32_t id) {
     s->t_last = t;
     int stop = textout_token(&s->out, s->prev, id);
     if (stop < 0) return errf(R->err, "out of memory");
+    if (s->gc && gcon_accept(s->gc, s->prev, id, R->err)) return -1;
     s->prev = id;
-    if (stop) return finish(R, s, "stop");
+    if (stop || (s->gc && gcon_must_end(s->gc))) return finish(R, s, "stop");
     if (s->r->n >= 0 && s->n_gen >= s->r->n) return finish(R, s, "length");
     if (model_seq_len(R->m, s->seq) >= s->limit) return finish(R, s, "context");
     s->next = id;
@@ -419,6 +453,12 @@ static int on_token(run *R, slot *s, int32_t id) {
 }
 
 // ---- the step -----------------------------------------------------------
+
+// The next token of s from its logits lg (masked in place under a grammar).
+static int pick(run *R, slot *s, float *lg, int32_t *id) {
+    if (!s->gc) return *id = sampler_sample(s->smp, lg), 0;
+    return gcon_pick(s->gc, s->smp, s->prev, lg, id, R->err);
+}
 
 // One forward pass: a prefill chunk of the oldest prefilling sequence, then
 // one token of every decoding sequence; then samples from their logits.
@@ -456,12 +496,15 @@ static int step(run *R) {
         R->sum->prefill_tokens += n_prompt;
         if (pre->n_done == pre->n_ids) {
             pre->prev = pre->ids[pre->n_ids - 1];
-            if (on_token(R, pre, sampler_sample(pre->smp, lg))) return -1;
+            int32_t id;
+            if (pick(R, pre, lg, &id) || on_token(R, pre, id)) return -1;
             lg += nv;
         }
     }
-    for (int i = 0; i < n_dec; i++, lg += nv)
-        if (on_token(R, dec[i], sampler_sample(dec[i]->smp, lg))) return -1;
+    for (int i = 0; i < n_dec; i++, lg += nv) {
+        int32_t id;
+        if (pick(R, dec[i], lg, &id) || on_token(R, dec[i], id)) return -1;
+    }
     return 0;
 }
 
@@ -549,6 +592,7 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
     free(R.dec);
     free(R.logits);
     free(R.toks);
+    gvocab_free(R.gv);
     sum->wall = now_sec() - t0;
     progress(&R, 1);
     return rc;

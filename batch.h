@@ -1,8 +1,8 @@
 // batch.h — generation for many prompts in one process: continuous batching
 // over the paged KV cache.
 //
-// Input is JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop"}; only
-// "prompt" is required) or, with `lines`, one prompt per line. Up to
+// Input is JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop",
+// "grammar" (GBNF text) or "json_schema" (a schema); only "prompt" is required) or, with `lines`, one prompt per line. Up to
 // `parallel` sequences decode together, one forward pass per step (each
 // weight read once for all of them); a finished sequence's slot is refilled
 // from the input at once. A new prompt is prefilled in chunks that share the
@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "grammar.h"
 #include "model.h"
 #include "sample.h"
 #include "tokenizer.h"
@@ -34,6 +35,7 @@ typedef struct {
     int parallel;              // sequences decoding at once (the model holds parallel + 1)
     int chunk;                 // prompt tokens per prefill chunk (a multiple of PREFILL_TILE)
     int no_bos, special;       // as for a single prompt
+    const grammar *grammar;    // --grammar / --json-schema for records without their own (NULL: none)
     int progress;              // a progress line on stderr (a terminal)
     volatile sig_atomic_t *stop;  // non-zero (signals.h's flag) ends the run after the current
                                   // step, writing nothing more; NULL: never

@@ -1150,6 +1150,7 @@ static int cmd_batch(int argc, char **argv) {
 #undef BARG
     }
     options o;
+    char err[ERR_LEN];
     parse_options(&o, n_rest, rest, 0);
     free(rest);
     if (o.prompt) die("quill batch reads prompts from -i FILE or stdin, not the arguments ('%s')", o.prompt);
@@ -1163,6 +1164,10 @@ static int cmd_batch(int argc, char **argv) {
     bo.no_bos = o.no_bos;
     bo.special = o.special;
     bo.progress = !o.quiet && isatty(STDERR_FILENO);
+    grammar *g = NULL;
+    if (o.grammar && o.json_schema) die("--grammar and --json-schema (or --json) are two grammars: give one");
+    if ((o.grammar || o.json_schema) && grammar_load(&g, o.grammar, o.json_schema, err)) die("%s", err);
+    bo.grammar = g;
     o.n_seqs = batch_model_seqs(&bo);
     o.kv_mem = kv_mem;
     FILE *in = open_or_std(in_path, "r", stdin), *out = open_or_std(out_path, "w", stdout);
@@ -1170,7 +1175,6 @@ static int cmd_batch(int argc, char **argv) {
     tokenizer *tok;
     load(&o, &m, &tok);
     batch_summary sum;
-    char err[ERR_LEN];
     sig_install();
     bo.stop = sig_flag();
     int rc = batch_run(m, tok, &bo, in, out, &sum, err);
@@ -1179,6 +1183,7 @@ static int cmd_batch(int argc, char **argv) {
     if (finish_output(out) || (out != stdout && fclose(out)))
         die("cannot write '%s': %s", out_path, strerror(errno));
     if (in != stdin) fclose(in);
+    grammar_free(g);
     tok_free(tok);
     model_free(m);
     if (sum.interrupted) {
