@@ -688,6 +688,7 @@ typedef struct {
     grammar *g;
     gvocab *v;
     gconstraint *c;
+    gconstraint *spec_c;  // the speculative decoder's own (it runs ahead of the output)
 } gram_ctx;
 
 static void gram_start(const options *o, const tokenizer *tok, gram_ctx *gx) {
@@ -701,6 +702,7 @@ static void gram_start(const options *o, const tokenizer *tok, gram_ctx *gx) {
 
 static void gram_free(gram_ctx *gx) {
     gcon_free(gx->c);
+    gcon_free(gx->spec_c);
     gvocab_free(gx->v);
     grammar_free(gx->g);
 }
@@ -717,6 +719,10 @@ static int cmd_generate(const options *o) {
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
+    if (sd && gx.g) {
+        if (gcon_new(&gx.spec_c, gx.g, gx.v, err)) die("%s", err);
+        spec_set_grammar(sd, gx.spec_c);
+    }
     gen_stats st = {.gc = gx.c};
     double t0 = now_sec();
     int n;
