@@ -445,7 +445,11 @@ static int on_token(run *R, slot *s, int32_t id) {
     if (stop < 0) return errf(R->err, "out of memory");
     if (s->gc && gcon_accept(s->gc, s->prev, id, R->err)) return -1;
     s->prev = id;
-    if (stop || (s->gc && gcon_must_end(s->gc))) return finish(R, s, "stop");
+    if (stop) return finish(R, s, "stop");
+    if (s->gc && gcon_must_end(s->gc)) {  // the grammar is complete: what textout holds goes out
+        if (textout_finish(&s->out) < 0) return errf(R->err, "out of memory");
+        return finish(R, s, "stop");
+    }
     if (s->r->n >= 0 && s->n_gen >= s->r->n) return finish(R, s, "length");
     if (model_seq_len(R->m, s->seq) >= s->limit) return finish(R, s, "context");
     s->next = id;

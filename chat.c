@@ -26,6 +26,7 @@
 #include "signals.h"
 #include "template.h"
 #include "textout.h"
+#include "grammar.h"
 #include "util.h"
 
 #define PREFILL_CHUNK 256  // tokens per forward pass while prefilling: Ctrl-C is seen between chunks
@@ -47,6 +48,8 @@ typedef struct {
     const chat_opts *o;
     chat_template tpl;
     sampler *smp;
+    gvocab *gv;               // --grammar / --json-schema: the vocabulary trie (NULL: none)
+    gconstraint *gc;          // each answer's grammar state (NULL: none)
     float *logits;            // [n_vocab]
     const char *stops[MAX_STOPS];  // the template's stop strings, then --stop's
     int n_stops;
@@ -261,6 +264,12 @@ static int shift_mid_answer(chat *c, textout *a, turn_stats *st, char *err) {
     return rc < 0 ? -1 : rc ? 1 : 0;
 }
 
+// The next token from c->logits (after `prev`), within the grammar if any.
+static int pick(chat *c, int32_t prev, int32_t *out, char *err) {
+    if (!c->gc) return *out = sampler_sample(c->smp, c->logits), 0;
+    return gcon_pick(c->gc, c->smp, prev, c->logits, out, err);
+}
+
 // Streams the answer from the first sampled token `next`. Returns the finish
 // reason, or NULL on error.
 static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, char *err) {
@@ -276,6 +285,9 @@ static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, c
         if (stop < 0) return errf(err, "out of memory"), NULL;
         if (stop) return "stop";
         if (a->closed) return "closed";
+        if (c->gc && gcon_accept(c->gc, prev, next, err)) return NULL;
+        if (c->gc && gcon_must_end(c->gc))  // the grammar is complete: what is held goes out
+            return textout_finish(a) < 0 ? (errf(err, "out of memory"), NULL) : "stop";
         if (o->n_predict > 0 && st->n_gen >= o->n_predict) return "length";  // no pass for an unused token
         double t = now_sec();
         if (model_len(c->m) >= model_ctx(c->m)) {
@@ -287,7 +299,7 @@ static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, c
             c->kv_ids[model_len(c->m) - 1] = next;
         }
         prev = next;
-        next = sampler_sample(c->smp, c->logits);
+        if (pick(c, prev, &next, err)) return NULL;
         st->t_decode += now_sec() - t;
         st->decode_steps++;
     }
@@ -333,7 +345,9 @@ static int chat_turn(chat *c, const char *user, char *err) {
     if (rc > 0) {
         st.finish = "interrupted";
     } else {
-        int32_t next = sampler_sample(c->smp, c->logits);
+        int32_t next;
+        if ((c->gc && gcon_reset(c->gc, err)) || pick(c, model_len(c->m) ? c->kv_ids[model_len(c->m) - 1] : -1, &next, err))
+            return textout_free(&a), -1;
         st.t_prefill = now_sec() - t0;
         if (!(st.finish = generate(c, &a, next, &st, err))) return textout_free(&a), -1;
     }
@@ -564,6 +578,7 @@ static int chat_init(chat *c, model *m, const tokenizer *tok, const chat_opts *o
     c->logits = malloc(sizeof(float) * (size_t)model_cfg(m)->n_vocab);
     c->kv_ids = malloc(sizeof(int32_t) * (size_t)model_ctx(m));
     if (!c->smp || !c->logits || !c->kv_ids || set_system(c, o->system)) return errf(err, "out of memory");
+    if (o->grammar && (gvocab_new(&c->gv, tok, err) || gcon_new(&c->gc, o->grammar, c->gv, err))) return -1;
     model_rewind(m, 0);
     return 0;
 }
@@ -575,6 +590,8 @@ static void chat_free(chat *c) {
     free(c->kv_ids);
     free(c->logits);
     sampler_free(c->smp);
+    gcon_free(c->gc);
+    gvocab_free(c->gv);
     tpl_free(&c->tpl);
 }
 

@@ -607,7 +607,11 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (stop) { st->finish = "stop"; break; }
         if (out.closed) break;
         if (gc && gcon_accept(gc, prev, next, err)) die("%s", err);
-        if (gc && gcon_must_end(gc)) { st->finish = "stop"; break; }  // the grammar is complete
+        if (gc && gcon_must_end(gc)) {  // the grammar is complete: what textout holds goes out
+            st->finish = "stop";
+            if (textout_finish(&out) < 0) die("out of memory");
+            break;
+        }
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
         if (*sig_flag()) { st->finish = "interrupted"; break; }
         if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
@@ -682,6 +686,15 @@ static spec *spec_start(const options *o, model *m, model **draft) {
     return sd;
 }
 
+// The grammar of --grammar, --json-schema or --json (NULL: none of them).
+static grammar *grammar_opt(const options *o) {
+    char err[ERR_LEN];
+    grammar *g = NULL;
+    if (o->grammar && o->json_schema) die("--grammar and --json-schema (or --json) are two grammars: give one");
+    if ((o->grammar || o->json_schema) && grammar_load(&g, o->grammar, o->json_schema, err)) die("%s", err);
+    return g;
+}
+
 // --grammar, --json-schema, --json: the compiled grammar, the vocabulary's
 // trie and one generation's constraint (all NULL without them).
 typedef struct {
@@ -693,11 +706,8 @@ typedef struct {
 
 static void gram_start(const options *o, const tokenizer *tok, gram_ctx *gx) {
     char err[ERR_LEN];
-    *gx = (gram_ctx){0};
-    if (o->grammar && o->json_schema) die("--grammar and --json-schema (or --json) are two grammars: give one");
-    if (!o->grammar && !o->json_schema) return;
-    if (grammar_load(&gx->g, o->grammar, o->json_schema, err)) die("%s", err);
-    if (gvocab_new(&gx->v, tok, err) || gcon_new(&gx->c, gx->g, gx->v, err)) die("%s", err);
+    *gx = (gram_ctx){.g = grammar_opt(o)};
+    if (gx->g && (gvocab_new(&gx->v, tok, err) || gcon_new(&gx->c, gx->g, gx->v, err))) die("%s", err);
 }
 
 static void gram_free(gram_ctx *gx) {
@@ -1069,12 +1079,14 @@ static int cmd_chat(const options *o) {
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
+    char err[ERR_LEN];
+    grammar *g = grammar_opt(o);
     chat_opts co = {.model_path = o->model, .template_name = o->chat_template, .vars = o->tvars, .system = o->system,
                     .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
-                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp};
-    char err[ERR_LEN];
+                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp, .grammar = g};
     sig_install();
     if (chat_run(m, tok, &co, err)) die("%s", err);
+    grammar_free(g);
     tok_free(tok);
     model_free(m);
     return *sig_flag() == SIGTERM ? signal_status(o->quiet) : 0;  // Ctrl-C at the prompt ends with 0
@@ -1170,9 +1182,7 @@ static int cmd_batch(int argc, char **argv) {
     bo.no_bos = o.no_bos;
     bo.special = o.special;
     bo.progress = !o.quiet && isatty(STDERR_FILENO);
-    grammar *g = NULL;
-    if (o.grammar && o.json_schema) die("--grammar and --json-schema (or --json) are two grammars: give one");
-    if ((o.grammar || o.json_schema) && grammar_load(&g, o.grammar, o.json_schema, err)) die("%s", err);
+    grammar *g = grammar_opt(&o);
     bo.grammar = g;
     o.n_seqs = batch_model_seqs(&bo);
     o.kv_mem = kv_mem;
