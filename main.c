@@ -20,6 +20,7 @@
 #include "batch.h"
 #include "chat.h"
 #include "grammar.h"
+#include "logprobs.h"
 #include "json_schema.h"
 #ifdef QUILL_CUDA
 #include "kernels.h"
@@ -69,6 +70,8 @@ typedef struct {
     int kv_type;            // --kv: KV_F16 or KV_Q8
     const char *grammar;    // --grammar FILE (GBNF)
     const char *json_schema;  // --json-schema FILE|JSON; "{}" for --json
+    int logprobs;           // --logprobs N: top N alternatives per token (-1: none)
+    int out_format;         // --output-format: OUT_TEXT, OUT_JSON, OUT_JSONL
     char model_path[MP_PATH_MAX], draft_path[MP_PATH_MAX];  // -m, --draft resolved to files (model_file)
 } options;
 
@@ -289,7 +292,7 @@ static void set_think(options *o, const char *mode) {
 
 // Parses argv[first..argc). Positional words become the prompt.
 static void parse_options(options *o, int argc, char **argv, int first) {
-    *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128,
+    *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128, .logprobs = -1,
                    .spec = {.draft_max = 8, .ngram_min = 2, .ngram_max = 4},
                    .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                           .repeat_penalty = 1.0f, .repeat_last_n = 64,
@@ -351,6 +354,12 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--grammar")) o->grammar = ARG();
         else if (!strcmp(a, "--json-schema")) o->json_schema = ARG();
         else if (!strcmp(a, "--json")) o->json_schema = "{}";
+        else if (!strcmp(a, "--logprobs")) o->logprobs = (int)parse_int(a, ARG(), 0, SAMPLE_MAX_TOP);
+        else if (!strcmp(a, "--output-format")) {
+            const char *v = ARG();
+            o->out_format = !strcmp(v, "text") ? OUT_TEXT : !strcmp(v, "json") ? OUT_JSON : !strcmp(v, "jsonl") ? OUT_JSONL
+                          : (die("option --output-format: expected text, json or jsonl, got '%s'", v), 0);
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--")) { while (++i < argc) words[n_words++] = argv[i]; }
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see quill --help)", a);
@@ -359,6 +368,7 @@ static void parse_options(options *o, int argc, char **argv, int first) {
     }
     o->prompt = n_words ? join_args(n_words, words) : NULL;
     free(words);
+    if (o->logprobs >= 0 && o->out_format == OUT_TEXT) o->out_format = OUT_JSON;  // where else would they go
     if (o->model) o->model = model_file(o->model, o->model_path);
     if (o->draft) o->draft = model_file(o->draft, o->draft_path);
 }
@@ -576,8 +586,12 @@ static int32_t forward_sample(const options *o, model *m, sampler *smp, const in
                               uint64_t step, gconstraint *gc) {
     char err[ERR_LEN];
     int32_t id;
-    if (gc) {  // the mask needs the logits on the host
-        if (model_forward(m, ids, n, 0, logits, err) || gcon_pick(gc, smp, ids[n - 1], logits, &id, err)) die("%s", err);
+    if (gc || o->logprobs >= 0) {  // the mask and the log-probabilities need the logits on the host
+        if (model_forward(m, ids, n, 0, logits, err)) die("%s", err);
+        // with log-probabilities the mask is always applied, so that they describe the distribution drawn from
+        if (gc && o->logprobs >= 0 && gcon_apply(gc, ids[n - 1], logits, err) < 0) die("%s", err);
+        if (!gc) return sampler_sample(smp, logits);
+        if (gcon_pick(gc, smp, ids[n - 1], logits, &id, err)) die("%s", err);
         return id;
     }
     if (o->sp.repeat_penalty == 1.0f || o->sp.repeat_last_n == 0) {
@@ -592,14 +606,25 @@ static int32_t forward_sample(const options *o, model *m, sampler *smp, const in
 
 // The decode loop: token `next` was sampled from the prompt's logits. With
 // sd, the later tokens come from the speculative decoder instead.
+// --output-format json|jsonl: the closing object, with the run's stats.
+static void genout_end(genout *go, const gen_stats *st, const char *text, size_t len) {
+    json_t *extra = json_pack("{sfsf}", "ttft_ms", st->t_prefill * 1e3, "tpot_ms",
+                              st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0.0);
+    if (genout_finish(go, text, len, st->finish, st->n_prompt, st->n_gen, extra)) die("out of memory");
+    if (go->error && go->error != EPIPE && !*sig_flag()) die("cannot write the output: %s", strerror(go->error));
+}
+
 static void decode_loop(const options *o, model *m, const tokenizer *tok, sampler *smp, float *logits,
-                        int32_t prev, int32_t next, gen_stats *st, spec *sd, gconstraint *gc) {
+                        int32_t prev, int32_t next, gen_stats *st, spec *sd, gconstraint *gc, genout *go) {
     char err[ERR_LEN];
     textout out;
-    if (textout_init(&out, tok, o->stops, o->n_stops, stdout)) die("out of memory");
+    if (textout_init(&out, tok, o->stops, o->n_stops, go ? NULL : stdout)) die("out of memory");
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
+        // logits: the row next was drawn from (host logits whenever log-probabilities are asked for)
+        if (go && genout_token(go, smp, logits, prev, next)) die("out of memory");
+        if (go && go->error) break;  // the reader went away
         sampler_accept(smp, next);
         st->n_gen++;
         int stop = textout_token(&out, prev, next);
@@ -631,6 +656,7 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
     }
     if (strcmp(st->finish, "stop") && textout_finish(&out) < 0) die("out of memory");
     if (out.error && !*sig_flag()) die("cannot write the output: %s", strerror(out.error));  // a full disk
+    if (go && !go->error) genout_end(go, st, out.text, out.len);
     textout_free(&out);
 }
 
@@ -726,6 +752,12 @@ static int cmd_generate(const options *o) {
     sig_install();  // once the prompt is read: a signal stops the generation cleanly
     gram_ctx gx;
     gram_start(o, tok, &gx);
+    if (o->logprobs >= 0 && (o->draft || o->lookup))
+        die("--logprobs does not work with --draft or --lookup yet (the drafted tokens' rows are not kept)");
+    if (o->out_format != OUT_TEXT && o->echo) die("--echo writes the prompt as text: not with --output-format json/jsonl");
+    genout go;
+    if (o->out_format != OUT_TEXT && genout_init(&go, tok, o->out_format, o->logprobs, stdout)) die("out of memory");
+    genout *gop = o->out_format != OUT_TEXT ? &go : NULL;
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
@@ -753,11 +785,13 @@ static int cmd_generate(const options *o) {
         st.t_prefill = now_sec() - t0;
         if (next >= 0 && save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
         if (next < 0) st.finish = "interrupted";
-        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd, gx.c);
+        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd, gx.c, gop), gop = NULL;
         else st.finish = "length";
     } else {
         st.finish = "length";
     }
+    if (gop) genout_end(gop, &st, "", 0);  // no decode loop ran: an empty answer
+    if (o->out_format != OUT_TEXT) genout_free(&go);
     st.spec = sd ? spec_get_stats(sd) : NULL;
     print_stats(o, &st, m);
     gram_free(&gx);
