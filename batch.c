@@ -16,6 +16,7 @@
 #include "textout.h"
 #include "grammar.h"
 #include "json_schema.h"
+#include "logprobs.h"
 #include "util.h"
 
 #define MAX_REC_STOPS 16
@@ -32,6 +33,7 @@ typedef struct {              // one input record; then its output line
     char *stops[MAX_REC_STOPS];  // owned
     int n_stops;
     grammar *g;               // "grammar" / "json_schema" (owned), or NULL: the command line's
+    int logprobs;             // "logprobs": alternatives per token (-1: none)
 } record;
 
 typedef struct {              // a sequence running in a slot
@@ -47,6 +49,7 @@ typedef struct {              // a sequence running in a slot
     int n_gen;
     sampler *smp;
     gconstraint *gc;          // the record's grammar, or NULL
+    json_t *lp;               // the tokens' log-probabilities (with "logprobs"), or NULL
     textout out;              // the generated text (no sink: returned at the end)
     double t_start, t_first, t_last;
 } slot;
@@ -226,10 +229,14 @@ static int parse_fields(record *r, json_t *root, char *msg) {
                 r->stops[r->n_stops++] = strdup(json_string_value(s));
             }
             json_decref(v);
+        } else if (!strcmp(key, "logprobs")) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > SAMPLE_MAX_TOP)
+                return errf(msg, "\"logprobs\" must be an integer in [0, %d]", SAMPLE_MAX_TOP);
+            r->logprobs = (int)json_integer_value(v);
         } else if (!strcmp(key, "grammar") || !strcmp(key, "json_schema")) {
             if (parse_grammar(r, key, v, msg)) return -1;
         } else {
-            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop, grammar, "
+            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop, logprobs, grammar, "
                         "json_schema)", key);
         }
     }
@@ -290,7 +297,8 @@ static record *next_record(run *R, int *fatal) {
             memset(d + R->done_cap, 0, sizeof *d * (size_t)(cap2 - R->done_cap));
             R->done = d, R->done_cap = cap2;
         }
-        *r = (record){.index = R->n_records++, .line = R->line_no, .n = R->o->n_predict, .sp = R->o->sp};
+        *r = (record){.index = R->n_records++, .line = R->line_no, .n = R->o->n_predict, .sp = R->o->sp,
+                      .logprobs = R->o->logprobs};
         for (int i = 0; i < R->o->n_stops; i++) r->stops[r->n_stops++] = strdup(R->o->stops[i]);
         char msg[ERR_LEN];
         if (len > REC_MAX_BYTES) errf(msg, "the line is longer than %u bytes", REC_MAX_BYTES);
@@ -311,6 +319,7 @@ static void free_slot(slot *s) {
     textout_free(&s->out);
     sampler_free(s->smp);
     gcon_free(s->gc);
+    json_decref(s->lp);
     free_record(s->r);
     *s = (slot){.seq = -1};
 }
@@ -362,6 +371,7 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
     const grammar *g = r->g ? r->g : R->o->grammar;
     if (g && ((!R->gv && gvocab_new(&R->gv, R->tok, R->err)) || gcon_new(&s->gc, g, R->gv, R->err)))
         return *fatal = 1, -1;
+    if (r->logprobs >= 0 && !(s->lp = json_array())) return *fatal = 1, errf(R->err, "out of memory"), -1;
     R->reserved += need;
     R->sum->prompt_tokens += n;
     return 1;
@@ -423,6 +433,7 @@ static int finish(run *R, slot *s, const char *reason) {
         json_object_set_new(o, "ttft_ms", json_real(s->n_gen ? round(ttft * 1e6) / 1e3 : 0));
         json_object_set_new(o, "tpot_ms", json_real(round(tpot * 1e6) / 1e3));
         if (s->gc) json_object_set_new(o, "grammar_complete", json_boolean(gcon_can_end(s->gc)));
+        if (s->lp) json_object_set_new(o, "logprobs", json_pack("{sO}", "content", s->lp));
     }
     free(text);
     int rc = deliver_json(R, s->r, o);
@@ -458,10 +469,16 @@ static int on_token(run *R, slot *s, int32_t id) {
 
 // ---- the step -----------------------------------------------------------
 
-// The next token of s from its logits lg (masked in place under a grammar).
+// The next token of s from its logits lg (masked in place under a grammar),
+// and its log-probabilities when the record asks for them.
 static int pick(run *R, slot *s, float *lg, int32_t *id) {
-    if (!s->gc) return *id = sampler_sample(s->smp, lg), 0;
-    return gcon_pick(s->gc, s->smp, s->prev, lg, id, R->err);
+    // with log-probabilities the mask is always applied: they describe the distribution drawn from
+    if (s->gc && s->lp && gcon_apply(s->gc, s->prev, lg, R->err) < 0) return -1;
+    if (!s->gc) *id = sampler_sample(s->smp, lg);
+    else if (gcon_pick(s->gc, s->smp, s->prev, lg, id, R->err)) return -1;
+    if (!s->lp || tok_is_eog(R->tok, *id)) return 0;
+    json_t *e = logprob_entry(R->tok, s->smp, lg, s->prev, *id, s->r->logprobs);
+    return !e || json_array_append_new(s->lp, e) ? errf(R->err, "out of memory") : 0;
 }
 
 // One forward pass: a prefill chunk of the oldest prefilling sequence, then

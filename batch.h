@@ -2,6 +2,7 @@
 // over the paged KV cache.
 //
 // Input is JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop",
+// "logprobs" (0-20 alternatives per token: the result gets "logprobs"),
 // "grammar" (GBNF text) or "json_schema" (a schema); only "prompt" is required) or, with `lines`, one prompt per line. Up to
 // `parallel` sequences decode together, one forward pass per step (each
 // weight read once for all of them); a finished sequence's slot is refilled
@@ -36,6 +37,7 @@ typedef struct {
     int chunk;                 // prompt tokens per prefill chunk (a multiple of PREFILL_TILE)
     int no_bos, special;       // as for a single prompt
     const grammar *grammar;    // --grammar / --json-schema for records without their own (NULL: none)
+    int logprobs;              // --logprobs N: default "logprobs" of the records (-1: none)
     int progress;              // a progress line on stderr (a terminal)
     volatile sig_atomic_t *stop;  // non-zero (signals.h's flag) ends the run after the current
                                   // step, writing nothing more; NULL: never

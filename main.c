@@ -1218,6 +1218,8 @@ static int cmd_batch(int argc, char **argv) {
     bo.progress = !o.quiet && isatty(STDERR_FILENO);
     grammar *g = grammar_opt(&o);
     bo.grammar = g;
+    bo.logprobs = o.logprobs;
+    if (o.out_format != OUT_TEXT && o.logprobs < 0) die("quill batch writes JSON Lines already (--output-format is for single runs)");
     o.n_seqs = batch_model_seqs(&bo);
     o.kv_mem = kv_mem;
     FILE *in = open_or_std(in_path, "r", stdin), *out = open_or_std(out_path, "w", stdout);
