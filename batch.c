@@ -17,6 +17,7 @@
 #include "grammar.h"
 #include "json_schema.h"
 #include "logprobs.h"
+#include "reasoning.h"
 #include "util.h"
 
 #define MAX_REC_STOPS 16
@@ -51,6 +52,8 @@ typedef struct {              // a sequence running in a slot
     gconstraint *gc;          // the record's grammar, or NULL
     json_t *lp;               // the tokens' log-probabilities (with "logprobs"), or NULL
     textout out;              // the generated text (no sink: returned at the end)
+    textout rout;             // the reasoning, apart (reasoning.h)
+    reason_split rs;
     double t_start, t_first, t_last;
 } slot;
 
@@ -317,6 +320,7 @@ static record *next_record(run *R, int *fatal) {
 static void free_slot(slot *s) {
     free(s->ids);
     textout_free(&s->out);
+    textout_free(&s->rout);
     sampler_free(s->smp);
     gcon_free(s->gc);
     json_decref(s->lp);
@@ -361,8 +365,9 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
     *s = (slot){.r = r, .order = R->n_admitted++, .seq = model_seq_new(R->m), .ids = ids, .n_ids = n,
                 .limit = limit, .reserved = need, .t_start = now_sec()};
     s->smp = sampler_new(&r->sp, model_cfg(R->m)->n_vocab);
-    if (s->seq < 0 || !s->smp ||
-        textout_init(&s->out, R->tok, (const char *const *)r->stops, r->n_stops, NULL)) {
+    reason_init(&s->rs, r->prompt, r->prompt_len);
+    if (s->seq < 0 || !s->smp || textout_init(&s->out, R->tok, (const char *const *)r->stops, r->n_stops, NULL) ||
+        textout_init(&s->rout, R->tok, NULL, 0, NULL)) {
         *fatal = 1;
         errf(R->err, s->seq < 0 ? "no free sequence for a new prompt" : "out of memory");
         return -1;
@@ -416,7 +421,10 @@ static void keep_prefix(run *R, slot *s) {
 }
 
 static int finish(run *R, slot *s, const char *reason) {
+    if (strcmp(reason, "stop") && R->o->reasoning && reason_finish(&s->rs, &s->out, &s->rout) < 0)
+        return errf(R->err, "out of memory");
     if (strcmp(reason, "stop") && textout_finish(&s->out) < 0) return errf(R->err, "out of memory");
+    if (textout_finish(&s->rout) < 0) return errf(R->err, "out of memory");
     batch_summary *sum = R->sum;
     const double ttft = s->t_first - s->t_start;
     const double tpot = s->n_gen > 1 ? (s->t_last - s->t_first) / (s->n_gen - 1) : 0;
@@ -434,6 +442,10 @@ static int finish(run *R, slot *s, const char *reason) {
         json_object_set_new(o, "tpot_ms", json_real(round(tpot * 1e6) / 1e3));
         if (s->gc) json_object_set_new(o, "grammar_complete", json_boolean(gcon_can_end(s->gc)));
         if (s->lp) json_object_set_new(o, "logprobs", json_pack("{sO}", "content", s->lp));
+        char *rtext = s->rs.opened ? valid_utf8(s->rout.text ? s->rout.text : "", s->rout.len) : NULL;
+        if (rtext) json_object_set_new(o, "reasoning", json_string(rtext));
+        if (s->rs.opened) json_object_set_new(o, "reasoning_closed", json_boolean(!s->rs.think));
+        free(rtext);
     }
     free(text);
     int rc = deliver_json(R, s->r, o);
@@ -452,13 +464,15 @@ static int on_token(run *R, slot *s, int32_t id) {
     sampler_accept(s->smp, id);
     s->n_gen++;
     s->t_last = t;
-    int stop = textout_token(&s->out, s->prev, id);
+    int stop = R->o->reasoning ? reason_token(&s->rs, R->tok, s->prev, id, &s->out, &s->rout)
+                               : textout_token(&s->out, s->prev, id);
     if (stop < 0) return errf(R->err, "out of memory");
     if (s->gc && gcon_accept(s->gc, s->prev, id, R->err)) return -1;
     s->prev = id;
     if (stop) return finish(R, s, "stop");
     if (s->gc && gcon_must_end(s->gc)) {  // the grammar is complete: what textout holds goes out
-        if (textout_finish(&s->out) < 0) return errf(R->err, "out of memory");
+        if ((R->o->reasoning && reason_finish(&s->rs, &s->out, &s->rout) < 0) || textout_finish(&s->out) < 0)
+            return errf(R->err, "out of memory");
         return finish(R, s, "stop");
     }
     if (s->r->n >= 0 && s->n_gen >= s->r->n) return finish(R, s, "length");

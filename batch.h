@@ -38,6 +38,7 @@ typedef struct {
     int no_bos, special;       // as for a single prompt
     const grammar *grammar;    // --grammar / --json-schema for records without their own (NULL: none)
     int logprobs;              // --logprobs N: default "logprobs" of the records (-1: none)
+    int reasoning;             // 1: a reasoning model's thinking goes to "reasoning", apart from "text"
     int progress;              // a progress line on stderr (a terminal)
     volatile sig_atomic_t *stop;  // non-zero (signals.h's flag) ends the run after the current
                                   // step, writing nothing more; NULL: never

@@ -29,6 +29,7 @@ typedef struct {
     int n_stops;
     sampler_params sp;
     const grammar *grammar;     // --grammar / --json-schema: every answer follows it (NULL: free text)
+    int reasoning;              // reasoning.h's REASON_*: the thinking shown (dimmed) on stderr, hidden, or not split
 } chat_opts;
 
 // Runs the chat on stdin until Ctrl-D, Ctrl-C at an empty prompt, /quit, or

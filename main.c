@@ -21,6 +21,7 @@
 #include "chat.h"
 #include "grammar.h"
 #include "logprobs.h"
+#include "reasoning.h"
 #include "json_schema.h"
 #ifdef QUILL_CUDA
 #include "kernels.h"
@@ -72,6 +73,7 @@ typedef struct {
     const char *json_schema;  // --json-schema FILE|JSON; "{}" for --json
     int logprobs;           // --logprobs N: top N alternatives per token (-1: none)
     int out_format;         // --output-format: OUT_TEXT, OUT_JSON, OUT_JSONL
+    int reasoning;          // --reasoning: REASON_HIDE, REASON_SHOW, REASON_OFF; -1: not given (hide; chat: show)
     char model_path[MP_PATH_MAX], draft_path[MP_PATH_MAX];  // -m, --draft resolved to files (model_file)
 } options;
 
@@ -87,6 +89,7 @@ typedef struct {
     const char *finish;          // eos, length, stop, context
     const spec_stats *spec;      // speculative decoding's figures (NULL: off)
     const gconstraint *gc;       // the grammar (NULL: none)
+    const reason_split *rs;      // the reasoning split (NULL: --reasoning off)
 } gen_stats;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -292,7 +295,7 @@ static void set_think(options *o, const char *mode) {
 
 // Parses argv[first..argc). Positional words become the prompt.
 static void parse_options(options *o, int argc, char **argv, int first) {
-    *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128, .logprobs = -1,
+    *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128, .logprobs = -1, .reasoning = -1,
                    .spec = {.draft_max = 8, .ngram_min = 2, .ngram_max = 4},
                    .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                           .repeat_penalty = 1.0f, .repeat_last_n = 64,
@@ -354,6 +357,12 @@ static void parse_options(options *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--grammar")) o->grammar = ARG();
         else if (!strcmp(a, "--json-schema")) o->json_schema = ARG();
         else if (!strcmp(a, "--json")) o->json_schema = "{}";
+        else if (!strcmp(a, "--reasoning")) {
+            const char *v = ARG();
+            o->reasoning = !strcmp(v, "hide") ? REASON_HIDE : !strcmp(v, "show") ? REASON_SHOW : !strcmp(v, "off")
+                         ? REASON_OFF : (die("option --reasoning: expected show, hide or off, got '%s'", v), 0);
+            if (o->reasoning == REASON_OFF) set_think(o, "off"), set_template_var(o, "reasoning_effort=\"low\"");
+        }
         else if (!strcmp(a, "--logprobs")) o->logprobs = (int)parse_int(a, ARG(), 0, SAMPLE_MAX_TOP);
         else if (!strcmp(a, "--output-format")) {
             const char *v = ARG();
@@ -538,6 +547,12 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
     double pre_tps = st->t_prefill > 0 ? (st->n_prompt - st->n_cached) / st->t_prefill : 0;
     double dec_tps = tpot > 0 ? 1e3 / tpot : 0;
     char cached[32] = "", spec_line[256] = "", spec_json[512] = "", gram_line[96] = "", gram_json[128] = "";
+    char rs_line[64] = "", rs_json[96] = "";
+    if (st->rs && st->rs->opened) {
+        snprintf(rs_line, sizeof rs_line, " | reasoning %d tok%s", st->rs->n_think, st->rs->think ? ", not closed" : "");
+        snprintf(rs_json, sizeof rs_json, ", \"reasoning_tokens\": %d, \"reasoning_closed\": %s", st->rs->n_think,
+                 st->rs->think ? "false" : "true");
+    }
     if (o->prompt_cache) snprintf(cached, sizeof cached, " (%d cached)", st->n_cached);
     if (st->gc) {
         const double ms = gcon_seconds(st->gc) * 1e3;
@@ -554,8 +569,8 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
     if (!o->quiet)
         fprintf(stderr,
                 "\nquill: prompt %d tok%s, TTFT %.1f ms (%.1f tok/s) | generated %d tok, TPOT %.2f ms "
-                "(%.1f tok/s)%s%s | %s | %s | seed %" PRIu64 "\n",
-                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, gram_line, st->finish,
+                "(%.1f tok/s)%s%s%s | %s | %s | seed %" PRIu64 "\n",
+                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, gram_line, rs_line, st->finish,
                 model_backend_desc(m), o->sp.seed);
     if (!o->stats_json) return;
     membuf mb;
@@ -564,9 +579,9 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
             "{\"prompt_tokens\": %d, \"cached_tokens\": %d, \"cache_write_ms\": %.3f, "
             "\"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
             "\"generated_tokens\": %d, \"tpot_ms\": %.3f, \"decode_tok_s\": %.3f, "
-            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s%s}\n",
+            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s%s%s}\n",
             st->n_prompt, st->n_cached, st->t_cache_write * 1e3, ttft, pre_tps, st->n_gen, tpot, dec_tps,
-            st->finish, model_backend_desc(m), o->sp.seed, spec_json, gram_json);
+            st->finish, model_backend_desc(m), o->sp.seed, spec_json, gram_json, rs_json);
     stats_write(o->stats_json, f, &mb);
 }
 
@@ -607,18 +622,26 @@ static int32_t forward_sample(const options *o, model *m, sampler *smp, const in
 // The decode loop: token `next` was sampled from the prompt's logits. With
 // sd, the later tokens come from the speculative decoder instead.
 // --output-format json|jsonl: the closing object, with the run's stats.
-static void genout_end(genout *go, const gen_stats *st, const char *text, size_t len) {
+static void genout_end(genout *go, const gen_stats *st, const char *text, size_t len, const textout *rout) {
     json_t *extra = json_pack("{sfsf}", "ttft_ms", st->t_prefill * 1e3, "tpot_ms",
                               st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0.0);
+    if (extra && st->rs && st->rs->opened) {  // the reasoning apart from the text
+        json_t *r = json_stringn(rout->text ? rout->text : "", rout->len);
+        json_object_set_new(extra, "reasoning", r ? r : json_string("\ufffd"));
+        json_object_set_new(extra, "reasoning_closed", json_boolean(!st->rs->think));
+    }
     if (genout_finish(go, text, len, st->finish, st->n_prompt, st->n_gen, extra)) die("out of memory");
     if (go->error && go->error != EPIPE && !*sig_flag()) die("cannot write the output: %s", strerror(go->error));
 }
 
 static void decode_loop(const options *o, model *m, const tokenizer *tok, sampler *smp, float *logits,
-                        int32_t prev, int32_t next, gen_stats *st, spec *sd, gconstraint *gc, genout *go) {
+                        int32_t prev, int32_t next, gen_stats *st, spec *sd, gconstraint *gc, genout *go,
+                        reason_split *rs) {
     char err[ERR_LEN];
-    textout out;
-    if (textout_init(&out, tok, o->stops, o->n_stops, go ? NULL : stdout)) die("out of memory");
+    textout out, rout;  // the answer; the reasoning (shown on stderr with --reasoning show)
+    if (textout_init(&out, tok, o->stops, o->n_stops, go ? NULL : stdout) ||
+        textout_init(&rout, tok, NULL, 0, o->reasoning == REASON_SHOW && !go ? stderr : NULL))
+        die("out of memory");
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
@@ -627,14 +650,14 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (go && go->error) break;  // the reader went away
         sampler_accept(smp, next);
         st->n_gen++;
-        int stop = textout_token(&out, prev, next);
+        int stop = rs ? reason_token(rs, tok, prev, next, &out, &rout) : textout_token(&out, prev, next);
         if (stop < 0) die("out of memory");
         if (stop) { st->finish = "stop"; break; }
         if (out.closed) break;
         if (gc && gcon_accept(gc, prev, next, err)) die("%s", err);
         if (gc && gcon_must_end(gc)) {  // the grammar is complete: what textout holds goes out
             st->finish = "stop";
-            if (textout_finish(&out) < 0) die("out of memory");
+            if ((rs && reason_finish(rs, &out, &rout) < 0) || textout_finish(&out) < 0) die("out of memory");
             break;
         }
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
@@ -654,10 +677,17 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         st->t_decode += now_sec() - t;
         st->decode_steps++;
     }
+    if (strcmp(st->finish, "stop") && rs && reason_finish(rs, &out, &rout) < 0) die("out of memory");
     if (strcmp(st->finish, "stop") && textout_finish(&out) < 0) die("out of memory");
+    if (textout_finish(&rout) < 0) die("out of memory");
+    if (rout.sink && rout.len && rout.text[rout.len - 1] != '\n') fputc('\n', stderr);
     if (out.error && !*sig_flag()) die("cannot write the output: %s", strerror(out.error));  // a full disk
-    if (go && !go->error) genout_end(go, st, out.text, out.len);
+    if (rs && rs->think && !o->quiet)
+        fprintf(stderr, "\nquill: the model's reasoning was not closed within %d tokens (%s): it is not the answer%s\n",
+                st->n_gen, st->finish, o->reasoning == REASON_SHOW ? "" : "; --reasoning show prints it");
+    if (go && !go->error) genout_end(go, st, out.text, out.len, &rout);
     textout_free(&out);
+    textout_free(&rout);
 }
 
 // Passes of the prompt's positions from..n-1 (a multiple of model.c's pass of
@@ -766,6 +796,9 @@ static int cmd_generate(const options *o) {
         spec_set_grammar(sd, gx.spec_c);
     }
     gen_stats st = {.gc = gx.c};
+    reason_split rs;  // --reasoning off: no split
+    reason_init(&rs, prompt, plen);
+    if (o->reasoning != REASON_OFF) st.rs = &rs;
     double t0 = now_sec();
     int n;
     int32_t *ids = tokenize(o, tok, prompt, plen, &n);
@@ -785,12 +818,12 @@ static int cmd_generate(const options *o) {
         st.t_prefill = now_sec() - t0;
         if (next >= 0 && save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
         if (next < 0) st.finish = "interrupted";
-        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd, gx.c, gop), gop = NULL;
+        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd, gx.c, gop, st.rs ? &rs : NULL), gop = NULL;
         else st.finish = "length";
     } else {
         st.finish = "length";
     }
-    if (gop) genout_end(gop, &st, "", 0);  // no decode loop ran: an empty answer
+    if (gop) genout_end(gop, &st, "", 0, NULL);  // no decode loop ran: an empty answer
     if (o->out_format != OUT_TEXT) genout_free(&go);
     st.spec = sd ? spec_get_stats(sd) : NULL;
     print_stats(o, &st, m);
@@ -1117,7 +1150,8 @@ static int cmd_chat(const options *o) {
     grammar *g = grammar_opt(o);
     chat_opts co = {.model_path = o->model, .template_name = o->chat_template, .vars = o->tvars, .system = o->system,
                     .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
-                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp, .grammar = g};
+                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp, .grammar = g,
+                    .reasoning = o->reasoning < 0 ? REASON_SHOW : o->reasoning};
     sig_install();
     if (chat_run(m, tok, &co, err)) die("%s", err);
     grammar_free(g);
@@ -1219,6 +1253,7 @@ static int cmd_batch(int argc, char **argv) {
     grammar *g = grammar_opt(&o);
     bo.grammar = g;
     bo.logprobs = o.logprobs;
+    bo.reasoning = o.reasoning != REASON_OFF;
     if (o.out_format != OUT_TEXT && o.logprobs < 0) die("quill batch writes JSON Lines already (--output-format is for single runs)");
     o.n_seqs = batch_model_seqs(&bo);
     o.kv_mem = kv_mem;
@@ -1259,7 +1294,8 @@ int main(int argc, char **argv) {
     parse_options(&o, argc, argv, 1);
     int chat = o.interactive || (!o.prompt && !o.file && isatty(STDIN_FILENO));
     if (chat && (o.draft || o.lookup)) die("--draft and --lookup work in one-shot generation, not yet in chat");
-    if (!chat && o.tvars) die("--var and --think are for chats and quill template (a prompt is used as it is)");
+    if (!chat && o.tvars && o.reasoning != REASON_OFF)
+        die("--var and --think are for chats and quill template (a prompt is used as it is)");
     int rc = chat ? cmd_chat(&o) : cmd_generate(&o);
     free((char *)o.prompt);
     json_decref(o.tvars);
