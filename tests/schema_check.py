@@ -23,6 +23,8 @@ MODELS = [f"{SHARED}/models/gguf/stories260K.gguf", f"{SHARED}/models/gguf/synth
 PROMPTS = ["Once upon a time", "The answer is", ""]
 MODES = [["--temp", "0"], ["--temp", "0.9", "--seed", "1"], ["--temp", "1.2", "--seed", "7", "--top-k", "0", "--top-p", "1"],
          ["--temp", "0.7", "--seed", "3", "--repeat-penalty", "1.3"]]
+if os.environ.get("QUILL_SANITIZED") == "1":  # the ASan build: a fifth of the runs, every schema
+    PROMPTS, MODES = PROMPTS[:1], MODES[:2]
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
