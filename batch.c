@@ -91,19 +91,7 @@ static int round_block(int n) { return (n + KV_BLOCK - 1) / KV_BLOCK * KV_BLOCK;
 
 // Copies s[0..n) into a new NUL-terminated string, each byte that is not
 // part of valid UTF-8 replaced by U+FFFD (JSON strings must be UTF-8).
-static char *valid_utf8(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1), *p = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n;) {
-        long bad = utf8_invalid_at(s + i, n - i);
-        size_t ok = bad < 0 ? n - i : (size_t)bad;
-        memcpy(p, s + i, ok);
-        p += ok, i += ok;
-        if (i < n) memcpy(p, "\xEF\xBF\xBD", 3), p += 3, i++;
-    }
-    *p = 0;
-    return out;
-}
+static char *valid_utf8(const char *s, size_t n) { return utf8_sanitized(s, n, NULL); }
 
 static void free_record(record *r) {
     if (!r) return;

@@ -10,17 +10,10 @@
 
 // s[0..n) as a JSON string, each byte that is not part of valid UTF-8 as U+FFFD.
 static json_t *text_json(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1), *p = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n;) {
-        long bad = utf8_invalid_at(s + i, n - i);
-        size_t ok = bad < 0 ? n - i : (size_t)bad;
-        memcpy(p, s + i, ok);
-        p += ok, i += ok;
-        if (i < n) memcpy(p, "\xEF\xBF\xBD", 3), p += 3, i++;
-    }
-    json_t *j = json_stringn(out, (size_t)(p - out));
-    free(out);
+    size_t len;
+    char *t = utf8_sanitized(s, n, &len);
+    json_t *j = t ? json_stringn(t, len) : NULL;
+    free(t);
     return j;
 }
 
