@@ -14,6 +14,10 @@
 #include <string.h>
 
 #include "textout.h"
+#include "grammar.h"
+#include "json_schema.h"
+#include "logprobs.h"
+#include "reasoning.h"
 #include "util.h"
 
 #define MAX_REC_STOPS 16
@@ -29,6 +33,8 @@ typedef struct {              // one input record; then its output line
     sampler_params sp;
     char *stops[MAX_REC_STOPS];  // owned
     int n_stops;
+    grammar *g;               // "grammar" / "json_schema" (owned), or NULL: the command line's
+    int logprobs;             // "logprobs": alternatives per token (-1: none)
 } record;
 
 typedef struct {              // a sequence running in a slot
@@ -43,7 +49,11 @@ typedef struct {              // a sequence running in a slot
     int32_t prev, next;       // last token in the KV; the sampled token to feed next
     int n_gen;
     sampler *smp;
+    gconstraint *gc;          // the record's grammar, or NULL
+    json_t *lp;               // the tokens' log-probabilities (with "logprobs"), or NULL
     textout out;              // the generated text (no sink: returned at the end)
+    textout rout;             // the reasoning, apart (reasoning.h)
+    reason_split rs;
     double t_start, t_first, t_last;
 } slot;
 
@@ -67,6 +77,7 @@ typedef struct {
     int reserved;             // positions promised to live slots
     int pool;                 // positions the pool holds
     float *logits;            // [parallel + 1, n_vocab]
+    gvocab *gv;               // the vocabulary trie, built for the first grammar
     model_tok *toks;          // [chunk + parallel] a pass's tokens
     slot **dec;               // [parallel] a pass's decoding slots
     double t_progress;
@@ -80,25 +91,14 @@ static int round_block(int n) { return (n + KV_BLOCK - 1) / KV_BLOCK * KV_BLOCK;
 
 // Copies s[0..n) into a new NUL-terminated string, each byte that is not
 // part of valid UTF-8 replaced by U+FFFD (JSON strings must be UTF-8).
-static char *valid_utf8(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1), *p = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n;) {
-        long bad = utf8_invalid_at(s + i, n - i);
-        size_t ok = bad < 0 ? n - i : (size_t)bad;
-        memcpy(p, s + i, ok);
-        p += ok, i += ok;
-        if (i < n) memcpy(p, "\xEF\xBF\xBD", 3), p += 3, i++;
-    }
-    *p = 0;
-    return out;
-}
+static char *valid_utf8(const char *s, size_t n) { return utf8_sanitized(s, n, NULL); }
 
 static void free_record(record *r) {
     if (!r) return;
     json_decref(r->id);
     free(r->prompt);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    grammar_free(r->g);
     free(r);
 }
 
@@ -162,6 +162,25 @@ static int deliver_error(run *R, record *r, const char *msg) {
 
 // ---- input --------------------------------------------------------------
 
+// "grammar": GBNF text; "json_schema": a schema (an object, or true).
+static int parse_grammar(record *r, const char *key, json_t *v, char *msg) {
+    char *text = NULL, err[ERR_LEN];
+    size_t len;
+    if (r->g) return errf(msg, "give \"grammar\" or \"json_schema\", not both");
+    if (key[0] == 'g') {
+        if (!json_is_string(v)) return errf(msg, "\"grammar\" must be a string (GBNF)");
+        if (grammar_parse(&r->g, json_string_value(v), json_string_length(v), err)) return errf(msg, "%s", err);
+        return 0;
+    }
+    if (!json_is_object(v) && !json_is_true(v)) return errf(msg, "\"json_schema\" must be a JSON Schema object");
+    if (!(text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY))) return errf(msg, "out of memory");
+    len = strlen(text);
+    char *gbnf = NULL;
+    int rc = json_schema_to_gbnf(text, len, &gbnf, err) || grammar_parse(&r->g, gbnf, strlen(gbnf), err);
+    free(text), free(gbnf);
+    return rc ? errf(msg, "%s", err) : 0;
+}
+
 // Reads the fields of one JSON record into r; a message in msg on error.
 static int parse_fields(record *r, json_t *root, char *msg) {
     const char *key;
@@ -201,8 +220,15 @@ static int parse_fields(record *r, json_t *root, char *msg) {
                 r->stops[r->n_stops++] = strdup(json_string_value(s));
             }
             json_decref(v);
+        } else if (!strcmp(key, "logprobs")) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > SAMPLE_MAX_TOP)
+                return errf(msg, "\"logprobs\" must be an integer in [0, %d]", SAMPLE_MAX_TOP);
+            r->logprobs = (int)json_integer_value(v);
+        } else if (!strcmp(key, "grammar") || !strcmp(key, "json_schema")) {
+            if (parse_grammar(r, key, v, msg)) return -1;
         } else {
-            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop)", key);
+            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop, logprobs, grammar, "
+                        "json_schema)", key);
         }
     }
     if (!r->prompt) return errf(msg, "the record has no \"prompt\"");
@@ -262,7 +288,8 @@ static record *next_record(run *R, int *fatal) {
             memset(d + R->done_cap, 0, sizeof *d * (size_t)(cap2 - R->done_cap));
             R->done = d, R->done_cap = cap2;
         }
-        *r = (record){.index = R->n_records++, .line = R->line_no, .n = R->o->n_predict, .sp = R->o->sp};
+        *r = (record){.index = R->n_records++, .line = R->line_no, .n = R->o->n_predict, .sp = R->o->sp,
+                      .logprobs = R->o->logprobs};
         for (int i = 0; i < R->o->n_stops; i++) r->stops[r->n_stops++] = strdup(R->o->stops[i]);
         char msg[ERR_LEN];
         if (len > REC_MAX_BYTES) errf(msg, "the line is longer than %u bytes", REC_MAX_BYTES);
@@ -281,7 +308,10 @@ static record *next_record(run *R, int *fatal) {
 static void free_slot(slot *s) {
     free(s->ids);
     textout_free(&s->out);
+    textout_free(&s->rout);
     sampler_free(s->smp);
+    gcon_free(s->gc);
+    json_decref(s->lp);
     free_record(s->r);
     *s = (slot){.seq = -1};
 }
@@ -323,13 +353,18 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
     *s = (slot){.r = r, .order = R->n_admitted++, .seq = model_seq_new(R->m), .ids = ids, .n_ids = n,
                 .limit = limit, .reserved = need, .t_start = now_sec()};
     s->smp = sampler_new(&r->sp, model_cfg(R->m)->n_vocab);
-    if (s->seq < 0 || !s->smp ||
-        textout_init(&s->out, R->tok, (const char *const *)r->stops, r->n_stops, NULL)) {
+    reason_init(&s->rs, r->prompt, r->prompt_len);
+    if (s->seq < 0 || !s->smp || textout_init(&s->out, R->tok, (const char *const *)r->stops, r->n_stops, NULL) ||
+        textout_init(&s->rout, R->tok, NULL, 0, NULL)) {
         *fatal = 1;
         errf(R->err, s->seq < 0 ? "no free sequence for a new prompt" : "out of memory");
         return -1;
     }
     for (int i = 0; i < n; i++) sampler_accept(s->smp, ids[i]);
+    const grammar *g = r->g ? r->g : R->o->grammar;
+    if (g && ((!R->gv && gvocab_new(&R->gv, R->tok, R->err)) || gcon_new(&s->gc, g, R->gv, R->err)))
+        return *fatal = 1, -1;
+    if (r->logprobs >= 0 && !(s->lp = json_array())) return *fatal = 1, errf(R->err, "out of memory"), -1;
     R->reserved += need;
     R->sum->prompt_tokens += n;
     return 1;
@@ -374,7 +409,10 @@ static void keep_prefix(run *R, slot *s) {
 }
 
 static int finish(run *R, slot *s, const char *reason) {
+    if (strcmp(reason, "stop") && R->o->reasoning && reason_finish(&s->rs, &s->out, &s->rout) < 0)
+        return errf(R->err, "out of memory");
     if (strcmp(reason, "stop") && textout_finish(&s->out) < 0) return errf(R->err, "out of memory");
+    if (textout_finish(&s->rout) < 0) return errf(R->err, "out of memory");
     batch_summary *sum = R->sum;
     const double ttft = s->t_first - s->t_start;
     const double tpot = s->n_gen > 1 ? (s->t_last - s->t_first) / (s->n_gen - 1) : 0;
@@ -390,6 +428,12 @@ static int finish(run *R, slot *s, const char *reason) {
         json_object_set_new(o, "prompt_tokens", json_integer(s->n_ids));
         json_object_set_new(o, "ttft_ms", json_real(s->n_gen ? round(ttft * 1e6) / 1e3 : 0));
         json_object_set_new(o, "tpot_ms", json_real(round(tpot * 1e6) / 1e3));
+        if (s->gc) json_object_set_new(o, "grammar_complete", json_boolean(gcon_can_end(s->gc)));
+        if (s->lp) json_object_set_new(o, "logprobs", json_pack("{sO}", "content", s->lp));
+        char *rtext = s->rs.opened ? valid_utf8(s->rout.text ? s->rout.text : "", s->rout.len) : NULL;
+        if (rtext) json_object_set_new(o, "reasoning", json_string(rtext));
+        if (s->rs.opened) json_object_set_new(o, "reasoning_closed", json_boolean(!s->rs.think));
+        free(rtext);
     }
     free(text);
     int rc = deliver_json(R, s->r, o);
@@ -408,10 +452,17 @@ static int on_token(run *R, slot *s, int32_t id) {
     sampler_accept(s->smp, id);
     s->n_gen++;
     s->t_last = t;
-    int stop = textout_token(&s->out, s->prev, id);
+    int stop = R->o->reasoning ? reason_token(&s->rs, R->tok, s->prev, id, &s->out, &s->rout)
+                               : textout_token(&s->out, s->prev, id);
     if (stop < 0) return errf(R->err, "out of memory");
+    if (s->gc && gcon_accept(s->gc, s->prev, id, R->err)) return -1;
     s->prev = id;
     if (stop) return finish(R, s, "stop");
+    if (s->gc && gcon_must_end(s->gc)) {  // the grammar is complete: what textout holds goes out
+        if ((R->o->reasoning && reason_finish(&s->rs, &s->out, &s->rout) < 0) || textout_finish(&s->out) < 0)
+            return errf(R->err, "out of memory");
+        return finish(R, s, "stop");
+    }
     if (s->r->n >= 0 && s->n_gen >= s->r->n) return finish(R, s, "length");
     if (model_seq_len(R->m, s->seq) >= s->limit) return finish(R, s, "context");
     s->next = id;
@@ -419,6 +470,18 @@ static int on_token(run *R, slot *s, int32_t id) {
 }
 
 // ---- the step -----------------------------------------------------------
+
+// The next token of s from its logits lg (masked in place under a grammar),
+// and its log-probabilities when the record asks for them.
+static int pick(run *R, slot *s, float *lg, int32_t *id) {
+    // with log-probabilities the mask is always applied: they describe the distribution drawn from
+    if (s->gc && s->lp && gcon_apply(s->gc, s->prev, lg, R->err) < 0) return -1;
+    if (!s->gc) *id = sampler_sample(s->smp, lg);
+    else if (gcon_pick(s->gc, s->smp, s->prev, lg, id, R->err)) return -1;
+    if (!s->lp || tok_is_eog(R->tok, *id)) return 0;
+    json_t *e = logprob_entry(R->tok, s->smp, lg, s->prev, *id, s->r->logprobs);
+    return !e || json_array_append_new(s->lp, e) ? errf(R->err, "out of memory") : 0;
+}
 
 // One forward pass: a prefill chunk of the oldest prefilling sequence, then
 // one token of every decoding sequence; then samples from their logits.
@@ -456,12 +519,15 @@ static int step(run *R) {
         R->sum->prefill_tokens += n_prompt;
         if (pre->n_done == pre->n_ids) {
             pre->prev = pre->ids[pre->n_ids - 1];
-            if (on_token(R, pre, sampler_sample(pre->smp, lg))) return -1;
+            int32_t id;
+            if (pick(R, pre, lg, &id) || on_token(R, pre, id)) return -1;
             lg += nv;
         }
     }
-    for (int i = 0; i < n_dec; i++, lg += nv)
-        if (on_token(R, dec[i], sampler_sample(dec[i]->smp, lg))) return -1;
+    for (int i = 0; i < n_dec; i++, lg += nv) {
+        int32_t id;
+        if (pick(R, dec[i], lg, &id) || on_token(R, dec[i], id)) return -1;
+    }
     return 0;
 }
 
@@ -549,6 +615,7 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
     free(R.dec);
     free(R.logits);
     free(R.toks);
+    gvocab_free(R.gv);
     sum->wall = now_sec() - t0;
     progress(&R, 1);
     return rc;

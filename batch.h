@@ -1,8 +1,9 @@
 // batch.h — generation for many prompts in one process: continuous batching
 // over the paged KV cache.
 //
-// Input is JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop"}; only
-// "prompt" is required) or, with `lines`, one prompt per line. Up to
+// Input is JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop",
+// "logprobs" (0-20 alternatives per token: the result gets "logprobs"),
+// "grammar" (GBNF text) or "json_schema" (a schema); only "prompt" is required) or, with `lines`, one prompt per line. Up to
 // `parallel` sequences decode together, one forward pass per step (each
 // weight read once for all of them); a finished sequence's slot is refilled
 // from the input at once. A new prompt is prefilled in chunks that share the
@@ -20,6 +21,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "grammar.h"
 #include "model.h"
 #include "sample.h"
 #include "tokenizer.h"
@@ -34,6 +36,9 @@ typedef struct {
     int parallel;              // sequences decoding at once (the model holds parallel + 1)
     int chunk;                 // prompt tokens per prefill chunk (a multiple of PREFILL_TILE)
     int no_bos, special;       // as for a single prompt
+    const grammar *grammar;    // --grammar / --json-schema for records without their own (NULL: none)
+    int logprobs;              // --logprobs N: default "logprobs" of the records (-1: none)
+    int reasoning;             // 1: a reasoning model's thinking goes to "reasoning", apart from "text"
     int progress;              // a progress line on stderr (a terminal)
     volatile sig_atomic_t *stop;  // non-zero (signals.h's flag) ends the run after the current
                                   // step, writing nothing more; NULL: never

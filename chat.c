@@ -26,6 +26,8 @@
 #include "signals.h"
 #include "template.h"
 #include "textout.h"
+#include "grammar.h"
+#include "reasoning.h"
 #include "util.h"
 
 #define PREFILL_CHUNK 256  // tokens per forward pass while prefilling: Ctrl-C is seen between chunks
@@ -47,6 +49,10 @@ typedef struct {
     const chat_opts *o;
     chat_template tpl;
     sampler *smp;
+    gvocab *gv;               // --grammar / --json-schema: the vocabulary trie (NULL: none)
+    gconstraint *gc;          // each answer's grammar state (NULL: none)
+    reason_split rs;          // the answer's reasoning, apart (reasoning.h); set up from the rendered prompt
+    textout rout;             // the reasoning: shown on stderr (dimmed on a terminal) or dropped
     float *logits;            // [n_vocab]
     const char *stops[MAX_STOPS];  // the template's stop strings, then --stop's
     int n_stops;
@@ -154,6 +160,7 @@ static int conv_tokens(chat *c, const char *partial, size_t partial_len, int32_t
     const char *bos = c->tpl.bos;
     int add_bos = tok_add_bos(c->tok) && !(bos && *bos && !strncmp(text, bos, strlen(bos)));
     int rc = tok_encode(c->tok, text, len, add_bos, 1, ids, n, err);
+    if (!partial_len) reason_init(&c->rs, text, len);  // a template may open the reasoning itself
     free(text);
     return rc;
 }
@@ -261,6 +268,26 @@ static int shift_mid_answer(chat *c, textout *a, turn_stats *st, char *err) {
     return rc < 0 ? -1 : rc ? 1 : 0;
 }
 
+// Token next of the answer: to the answer or, apart, the reasoning (dimmed
+// on a terminal while it lasts). textout_token's result.
+static int say(chat *c, textout *a, int32_t prev, int32_t next) {
+    if (c->o->reasoning == REASON_OFF) return textout_token(a, prev, next);
+    const int was = c->rs.think, dim = c->rout.sink && isatty(fileno(c->rout.sink));
+    int rc = reason_token(&c->rs, c->tok, prev, next, a, &c->rout);
+    if (c->rout.sink && was != c->rs.think) {
+        if (!was && dim) fputs("\033[2m", stderr);
+        if (was && textout_finish(&c->rout) < 0) rc = -1;
+        if (was) fputs(dim ? "\033[0m\n" : "\n", stderr);
+    }
+    return rc;
+}
+
+// The next token from c->logits (after `prev`), within the grammar if any.
+static int pick(chat *c, int32_t prev, int32_t *out, char *err) {
+    if (!c->gc) return *out = sampler_sample(c->smp, c->logits), 0;
+    return gcon_pick(c->gc, c->smp, prev, c->logits, out, err);
+}
+
 // Streams the answer from the first sampled token `next`. Returns the finish
 // reason, or NULL on error.
 static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, char *err) {
@@ -272,10 +299,13 @@ static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, c
         if (o->n_predict == 0) return "length";
         sampler_accept(c->smp, next);
         st->n_gen++;
-        int stop = textout_token(a, prev, next);
+        int stop = say(c, a, prev, next);
         if (stop < 0) return errf(err, "out of memory"), NULL;
         if (stop) return "stop";
         if (a->closed) return "closed";
+        if (c->gc && gcon_accept(c->gc, prev, next, err)) return NULL;
+        if (c->gc && gcon_must_end(c->gc))  // the grammar is complete: what is held goes out
+            return textout_finish(a) < 0 ? (errf(err, "out of memory"), NULL) : "stop";
         if (o->n_predict > 0 && st->n_gen >= o->n_predict) return "length";  // no pass for an unused token
         double t = now_sec();
         if (model_len(c->m) >= model_ctx(c->m)) {
@@ -287,10 +317,27 @@ static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, c
             c->kv_ids[model_len(c->m) - 1] = next;
         }
         prev = next;
-        next = sampler_sample(c->smp, c->logits);
+        if (pick(c, prev, &next, err)) return NULL;
         st->t_decode += now_sec() - t;
         st->decode_steps++;
     }
+}
+
+// The answer's end for the reasoning: held text out, a reasoning never closed
+// reported, and the reasoning's text dropped (it stays out of the
+// conversation: the answer alone is the assistant's message). -1: memory.
+static int end_reasoning(chat *c, textout *a, const turn_stats *st) {
+    if (c->o->reasoning == REASON_OFF) return 0;
+    if (strcmp(st->finish, "stop") && reason_finish(&c->rs, a, &c->rout) < 0) return -1;
+    if (c->rs.think) {
+        if (c->rout.sink && (textout_finish(&c->rout) < 0 || fputs(isatty(STDERR_FILENO) ? "\033[0m\n" : "\n", stderr) < 0))
+            return -1;
+        complain("the model's reasoning was not closed within the answer's %d tokens (%s): it is not the answer",
+                 st->n_gen, st->finish);
+    }
+    FILE *sink = c->rout.sink;
+    textout_free(&c->rout);
+    return textout_init(&c->rout, c->tok, NULL, 0, sink);
 }
 
 static void print_turn_stats(chat *c, const turn_stats *st) {
@@ -333,10 +380,13 @@ static int chat_turn(chat *c, const char *user, char *err) {
     if (rc > 0) {
         st.finish = "interrupted";
     } else {
-        int32_t next = sampler_sample(c->smp, c->logits);
+        int32_t next;
+        if ((c->gc && gcon_reset(c->gc, err)) || pick(c, model_len(c->m) ? c->kv_ids[model_len(c->m) - 1] : -1, &next, err))
+            return textout_free(&a), -1;
         st.t_prefill = now_sec() - t0;
         if (!(st.finish = generate(c, &a, next, &st, err))) return textout_free(&a), -1;
     }
+    if (end_reasoning(c, &a, &st)) return textout_free(&a), errf(err, "out of memory");
     int unsent = !st.n_gen && !strcmp(st.finish, "interrupted");
     if (!unsent && ans_finish(&a, !strcmp(st.finish, "stop"))) return textout_free(&a), errf(err, "out of memory");
     const int closed = a.closed, werr = *c->interrupted ? 0 : a.error;  // a signal may break a write
@@ -564,6 +614,9 @@ static int chat_init(chat *c, model *m, const tokenizer *tok, const chat_opts *o
     c->logits = malloc(sizeof(float) * (size_t)model_cfg(m)->n_vocab);
     c->kv_ids = malloc(sizeof(int32_t) * (size_t)model_ctx(m));
     if (!c->smp || !c->logits || !c->kv_ids || set_system(c, o->system)) return errf(err, "out of memory");
+    if (o->grammar && (gvocab_new(&c->gv, tok, err) || gcon_new(&c->gc, o->grammar, c->gv, err))) return -1;
+    // the reasoning is shown unless --reasoning hide (or off, where it is not split from the answer)
+    if (textout_init(&c->rout, tok, NULL, 0, o->reasoning == REASON_SHOW ? stderr : NULL)) return errf(err, "out of memory");
     model_rewind(m, 0);
     return 0;
 }
@@ -575,6 +628,9 @@ static void chat_free(chat *c) {
     free(c->kv_ids);
     free(c->logits);
     sampler_free(c->smp);
+    gcon_free(c->gc);
+    gvocab_free(c->gv);
+    textout_free(&c->rout);
     tpl_free(&c->tpl);
 }
 

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "grammar.h"
 #include "model.h"
 #include "sample.h"
 #include "tokenizer.h"
@@ -27,6 +28,8 @@ typedef struct {
     const char *const *stops;   // --stop strings, n_stops of them
     int n_stops;
     sampler_params sp;
+    const grammar *grammar;     // --grammar / --json-schema: every answer follows it (NULL: free text)
+    int reasoning;              // reasoning.h's REASON_*: the thinking shown (dimmed) on stderr, hidden, or not split
 } chat_opts;
 
 // Runs the chat on stdin until Ctrl-D, Ctrl-C at an empty prompt, /quit, or

@@ -19,6 +19,10 @@
 
 #include "batch.h"
 #include "chat.h"
+#include "grammar.h"
+#include "logprobs.h"
+#include "reasoning.h"
+#include "json_schema.h"
 #ifdef QUILL_CUDA
 #include "kernels.h"
 #endif
@@ -65,6 +69,11 @@ typedef struct {
     size_t kv_mem;          // batch: --kv-mem, bytes of the KV pool (0: n_seqs full contexts)
     int device;             // DEVICE_AUTO, or --cpu / --gpu
     int kv_type;            // --kv: KV_F16 or KV_Q8
+    const char *grammar;    // --grammar FILE (GBNF)
+    const char *json_schema;  // --json-schema FILE|JSON; "{}" for --json
+    int logprobs;           // --logprobs N: top N alternatives per token (-1: none)
+    int out_format;         // --output-format: OUT_TEXT, OUT_JSON, OUT_JSONL
+    int reasoning;          // --reasoning: REASON_HIDE, REASON_SHOW, REASON_OFF; -1: not given (hide; chat: show)
     char model_path[MP_PATH_MAX], draft_path[MP_PATH_MAX];  // -m, --draft resolved to files (model_file)
 } options;
 
@@ -79,6 +88,8 @@ typedef struct {
     int decode_steps;
     const char *finish;          // eos, length, stop, context
     const spec_stats *spec;      // speculative decoding's figures (NULL: off)
+    const gconstraint *gc;       // the grammar (NULL: none)
+    const reason_split *rs;      // the reasoning split (NULL: --reasoning off)
 } gen_stats;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -138,6 +149,18 @@ static void usage(FILE *out) {
         "      --repeat-last-n N  window of the repetition penalty (default 64)\n"
         "      --seed S           random seed (default: from the clock, printed in the stats)\n"
         "      --stop STR         stop when STR is generated (not printed); repeatable\n"
+        "      --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
+        "      --json-schema S    constrain the output to JSON valid under the JSON Schema S: a\n"
+        "                         file, or the schema itself when it starts with '{'\n"
+        "      --json             constrain the output to any JSON value\n"
+        "      --logprobs N       each token's log-probability and its N (0-20) most likely\n"
+        "                         alternatives, after penalties (implies --output-format json)\n"
+        "      --output-format F  text (default), json (one object at the end) or jsonl (one\n"
+        "                         object per token, streamed, then one with the stats)\n"
+        "      --reasoning MODE   a reasoning model's thinking (<think>, gpt-oss's analysis):\n"
+        "                         hide (default: not on stdout), show (on stderr; in chat\n"
+        "                         dimmed, the default there), off (not split; chat and template:\n"
+        "                         enable_thinking=false, reasoning_effort=low)\n"
         "      --echo             print the prompt before the generated text\n"
         "      --no-bos           do not prepend the BOS token\n"
         "      --special          control tokens written in the prompt (e.g. <s>) are tokens\n"
@@ -167,7 +190,7 @@ static void usage(FILE *out) {
         "  -p N, -n N             (bench) prompt and generated tokens to time\n"
         "  -h, --help             this help\n"
         "      --version          the version, git commit, CUDA build and CPU kernels\n"
-        "batch (JSON Lines in: {\"id\", \"prompt\", \"n\", \"temp\", \"seed\", \"stop\"}; JSON Lines out):\n"
+        "batch (JSON Lines in: {\"id\", \"prompt\", \"n\", \"temp\", \"seed\", \"stop\", \"logprobs\", \"grammar\", \"json_schema\"}):\n"
         "  -i, --input FILE       read the records from FILE (default: stdin)\n"
         "  -o, --output FILE      write the results to FILE (default: stdout)\n"
         "      --lines            input is one prompt per line\n"
@@ -284,7 +307,7 @@ static void set_think(options *o, const char *mode) {
 
 // Parses argv[first..argc). Positional words become the prompt.
 static void parse_options(options *o, int argc, char **argv, int first) {
-    *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128,
+    *o = (options){.n_predict = -1, .bench_p = 512, .bench_n = 128, .logprobs = -1, .reasoning = -1,
                    .spec = {.draft_max = 8, .ngram_min = 2, .ngram_max = 4},
                    .sp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                           .repeat_penalty = 1.0f, .repeat_last_n = 64,
@@ -343,6 +366,21 @@ static void parse_options(options *o, int argc, char **argv, int first) {
             if (strcmp(v, "shift") && strcmp(v, "stop")) die("option --context-full: expected shift or stop, got '%s'", v);
             o->context_stop = !strcmp(v, "stop");
         }
+        else if (!strcmp(a, "--grammar")) o->grammar = ARG();
+        else if (!strcmp(a, "--json-schema")) o->json_schema = ARG();
+        else if (!strcmp(a, "--json")) o->json_schema = "{}";
+        else if (!strcmp(a, "--reasoning")) {
+            const char *v = ARG();
+            o->reasoning = !strcmp(v, "hide") ? REASON_HIDE : !strcmp(v, "show") ? REASON_SHOW : !strcmp(v, "off")
+                         ? REASON_OFF : (die("option --reasoning: expected show, hide or off, got '%s'", v), 0);
+            if (o->reasoning == REASON_OFF) set_think(o, "off"), set_template_var(o, "reasoning_effort=\"low\"");
+        }
+        else if (!strcmp(a, "--logprobs")) o->logprobs = (int)parse_int(a, ARG(), 0, SAMPLE_MAX_TOP);
+        else if (!strcmp(a, "--output-format")) {
+            const char *v = ARG();
+            o->out_format = !strcmp(v, "text") ? OUT_TEXT : !strcmp(v, "json") ? OUT_JSON : !strcmp(v, "jsonl") ? OUT_JSONL
+                          : (die("option --output-format: expected text, json or jsonl, got '%s'", v), 0);
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--")) { while (++i < argc) words[n_words++] = argv[i]; }
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see quill --help)", a);
@@ -351,6 +389,7 @@ static void parse_options(options *o, int argc, char **argv, int first) {
     }
     o->prompt = n_words ? join_args(n_words, words) : NULL;
     free(words);
+    if (o->logprobs >= 0 && o->out_format == OUT_TEXT) o->out_format = OUT_JSON;  // where else would they go
     if (o->model) o->model = model_file(o->model, o->model_path);
     if (o->draft) o->draft = model_file(o->draft, o->draft_path);
 }
@@ -519,14 +558,31 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
     double ttft = st->t_prefill * 1e3, tpot = st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0;
     double pre_tps = st->t_prefill > 0 ? (st->n_prompt - st->n_cached) / st->t_prefill : 0;
     double dec_tps = tpot > 0 ? 1e3 / tpot : 0;
-    char cached[32] = "", spec_line[256] = "", spec_json[512] = "";
+    char cached[32] = "", spec_line[256] = "", spec_json[512] = "", gram_line[96] = "", gram_json[128] = "";
+    char rs_line[64] = "", rs_json[96] = "";
+    if (st->rs && st->rs->opened) {
+        snprintf(rs_line, sizeof rs_line, " | reasoning %d tok%s", st->rs->n_think, st->rs->think ? ", not closed" : "");
+        snprintf(rs_json, sizeof rs_json, ", \"reasoning_tokens\": %d, \"reasoning_closed\": %s", st->rs->n_think,
+                 st->rs->think ? "false" : "true");
+    }
     if (o->prompt_cache) snprintf(cached, sizeof cached, " (%d cached)", st->n_cached);
+    if (st->gc) {
+        const double ms = gcon_seconds(st->gc) * 1e3;
+        const int done = gcon_can_end(st->gc);
+        snprintf(gram_line, sizeof gram_line, " | grammar %.2f ms/tok%s", st->n_gen ? ms / st->n_gen : 0,
+                 done ? "" : ", incomplete");
+        snprintf(gram_json, sizeof gram_json, ", \"grammar_ms\": %.3f, \"grammar_complete\": %s", ms,
+                 done ? "true" : "false");
+        if (!done && !o->quiet && strcmp(st->finish, "interrupted"))
+            fprintf(stderr, "\nquill: the output stopped (%s) before the grammar was complete: it is a prefix\n",
+                    st->finish);
+    }
     if (st->spec) spec_stats_format(st->spec, spec_line, sizeof spec_line, spec_json, sizeof spec_json);
     if (!o->quiet)
         fprintf(stderr,
                 "\nquill: prompt %d tok%s, TTFT %.1f ms (%.1f tok/s) | generated %d tok, TPOT %.2f ms "
-                "(%.1f tok/s)%s | %s | %s | seed %" PRIu64 "\n",
-                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, st->finish,
+                "(%.1f tok/s)%s%s%s | %s | %s | seed %" PRIu64 "\n",
+                st->n_prompt, cached, ttft, pre_tps, st->n_gen, tpot, dec_tps, spec_line, gram_line, rs_line, st->finish,
                 model_backend_desc(m), o->sp.seed);
     if (!o->stats_json) return;
     membuf mb;
@@ -535,9 +591,9 @@ static void print_stats(const options *o, const gen_stats *st, model *m) {
             "{\"prompt_tokens\": %d, \"cached_tokens\": %d, \"cache_write_ms\": %.3f, "
             "\"ttft_ms\": %.3f, \"prefill_tok_s\": %.3f, "
             "\"generated_tokens\": %d, \"tpot_ms\": %.3f, \"decode_tok_s\": %.3f, "
-            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s}\n",
+            "\"finish_reason\": \"%s\", \"backend\": \"%s\", \"seed\": %" PRIu64 "%s%s%s}\n",
             st->n_prompt, st->n_cached, st->t_cache_write * 1e3, ttft, pre_tps, st->n_gen, tpot, dec_tps,
-            st->finish, model_backend_desc(m), o->sp.seed, spec_json);
+            st->finish, model_backend_desc(m), o->sp.seed, spec_json, gram_json, rs_json);
     stats_write(o->stats_json, f, &mb);
 }
 
@@ -554,9 +610,17 @@ static double draw_uniform(uint64_t seed, uint64_t step) {
 // samples and the settings need no history (only the id comes back), else on
 // the host from the logits.
 static int32_t forward_sample(const options *o, model *m, sampler *smp, const int32_t *ids, int n, float *logits,
-                              uint64_t step) {
+                              uint64_t step, gconstraint *gc) {
     char err[ERR_LEN];
     int32_t id;
+    if (gc || o->logprobs >= 0) {  // the mask and the log-probabilities need the logits on the host
+        if (model_forward(m, ids, n, 0, logits, err)) die("%s", err);
+        // with log-probabilities the mask is always applied, so that they describe the distribution drawn from
+        if (gc && o->logprobs >= 0 && gcon_apply(gc, ids[n - 1], logits, err) < 0) die("%s", err);
+        if (!gc) return sampler_sample(smp, logits);
+        if (gcon_pick(gc, smp, ids[n - 1], logits, &id, err)) die("%s", err);
+        return id;
+    }
     if (o->sp.repeat_penalty == 1.0f || o->sp.repeat_last_n == 0) {
         const sample_cfg sc = {o->sp.temp, o->sp.top_k, o->sp.top_p, o->sp.min_p};
         const int r = model_forward_sample(m, ids, n, &sc, draw_uniform(o->sp.seed, step), &id, logits, err);
@@ -569,20 +633,45 @@ static int32_t forward_sample(const options *o, model *m, sampler *smp, const in
 
 // The decode loop: token `next` was sampled from the prompt's logits. With
 // sd, the later tokens come from the speculative decoder instead.
+// --output-format json|jsonl: the closing object, with the run's stats.
+static void genout_end(genout *go, const gen_stats *st, const char *text, size_t len, const textout *rout) {
+    json_t *extra = json_pack("{sfsf}", "ttft_ms", st->t_prefill * 1e3, "tpot_ms",
+                              st->decode_steps ? st->t_decode * 1e3 / st->decode_steps : 0.0);
+    if (extra && st->rs && st->rs->opened) {  // the reasoning apart from the text
+        json_t *r = json_stringn(rout->text ? rout->text : "", rout->len);
+        json_object_set_new(extra, "reasoning", r ? r : json_string("\ufffd"));
+        json_object_set_new(extra, "reasoning_closed", json_boolean(!st->rs->think));
+    }
+    if (genout_finish(go, text, len, st->finish, st->n_prompt, st->n_gen, extra)) die("out of memory");
+    if (go->error && go->error != EPIPE && !*sig_flag()) die("cannot write the output: %s", strerror(go->error));
+}
+
 static void decode_loop(const options *o, model *m, const tokenizer *tok, sampler *smp, float *logits,
-                        int32_t prev, int32_t next, gen_stats *st, spec *sd) {
+                        int32_t prev, int32_t next, gen_stats *st, spec *sd, gconstraint *gc, genout *go,
+                        reason_split *rs) {
     char err[ERR_LEN];
-    textout out;
-    if (textout_init(&out, tok, o->stops, o->n_stops, stdout)) die("out of memory");
+    textout out, rout;  // the answer; the reasoning (shown on stderr with --reasoning show)
+    if (textout_init(&out, tok, o->stops, o->n_stops, go ? NULL : stdout) ||
+        textout_init(&rout, tok, NULL, 0, o->reasoning == REASON_SHOW && !go ? stderr : NULL))
+        die("out of memory");
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
+        // logits: the row next was drawn from (host logits whenever log-probabilities are asked for)
+        if (go && genout_token(go, smp, logits, prev, next)) die("out of memory");
+        if (go && go->error) break;  // the reader went away
         sampler_accept(smp, next);
         st->n_gen++;
-        int stop = textout_token(&out, prev, next);
+        int stop = rs ? reason_token(rs, tok, prev, next, &out, &rout) : textout_token(&out, prev, next);
         if (stop < 0) die("out of memory");
         if (stop) { st->finish = "stop"; break; }
         if (out.closed) break;
+        if (gc && gcon_accept(gc, prev, next, err)) die("%s", err);
+        if (gc && gcon_must_end(gc)) {  // the grammar is complete: what textout holds goes out
+            st->finish = "stop";
+            if ((rs && reason_finish(rs, &out, &rout) < 0) || textout_finish(&out) < 0) die("out of memory");
+            break;
+        }
         if (o->n_predict >= 0 && st->n_gen >= o->n_predict) break;
         if (*sig_flag()) { st->finish = "interrupted"; break; }
         if ((sd ? spec_len(sd) : model_len(m)) >= model_ctx(m)) {
@@ -595,14 +684,22 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         if (sd) {
             if (spec_next(sd, o->n_predict < 0 ? 0 : o->n_predict - st->n_gen, &next, err)) die("%s", err);
         } else {
-            next = forward_sample(o, m, smp, &next, 1, logits, (uint64_t)st->n_gen);
+            next = forward_sample(o, m, smp, &next, 1, logits, (uint64_t)st->n_gen, gc);
         }
         st->t_decode += now_sec() - t;
         st->decode_steps++;
     }
+    if (strcmp(st->finish, "stop") && rs && reason_finish(rs, &out, &rout) < 0) die("out of memory");
     if (strcmp(st->finish, "stop") && textout_finish(&out) < 0) die("out of memory");
+    if (textout_finish(&rout) < 0) die("out of memory");
+    if (rout.sink && rout.len && rout.text[rout.len - 1] != '\n') fputc('\n', stderr);
     if (out.error && !*sig_flag()) die("cannot write the output: %s", strerror(out.error));  // a full disk
+    if (rs && rs->think && !o->quiet)
+        fprintf(stderr, "\nquill: the model's reasoning was not closed within %d tokens (%s): it is not the answer%s\n",
+                st->n_gen, st->finish, o->reasoning == REASON_SHOW ? "" : "; --reasoning show prints it");
+    if (go && !go->error) genout_end(go, st, out.text, out.len, &rout);
     textout_free(&out);
+    textout_free(&rout);
 }
 
 // Passes of the prompt's positions from..n-1 (a multiple of model.c's pass of
@@ -610,13 +707,14 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
 // is seen between them; the last one picks the first new token. Returns it,
 // or -1 when a signal stopped the prefill.
 #define PREFILL_CHUNK 2048
-static int32_t prefill(const options *o, model *m, sampler *smp, const int32_t *ids, int from, int n, float *logits) {
+static int32_t prefill(const options *o, model *m, sampler *smp, const int32_t *ids, int from, int n, float *logits,
+                       gconstraint *gc) {
     char err[ERR_LEN];
     for (; n - from > PREFILL_CHUNK; from += PREFILL_CHUNK) {
         if (*sig_flag()) return -1;
         if (model_forward(m, ids + from, PREFILL_CHUNK, 0, logits, err)) die("%s", err);
     }
-    return *sig_flag() ? -1 : forward_sample(o, m, smp, ids + from, n - from, logits, 0);
+    return *sig_flag() ? -1 : forward_sample(o, m, smp, ids + from, n - from, logits, 0, gc);
 }
 
 // --prompt-cache: restores the prompt's cached prefix (see pcache_prompt_restore);
@@ -656,6 +754,37 @@ static spec *spec_start(const options *o, model *m, model **draft) {
     return sd;
 }
 
+// The grammar of --grammar, --json-schema or --json (NULL: none of them).
+static grammar *grammar_opt(const options *o) {
+    char err[ERR_LEN];
+    grammar *g = NULL;
+    if (o->grammar && o->json_schema) die("--grammar and --json-schema (or --json) are two grammars: give one");
+    if ((o->grammar || o->json_schema) && grammar_load(&g, o->grammar, o->json_schema, err)) die("%s", err);
+    return g;
+}
+
+// --grammar, --json-schema, --json: the compiled grammar, the vocabulary's
+// trie and one generation's constraint (all NULL without them).
+typedef struct {
+    grammar *g;
+    gvocab *v;
+    gconstraint *c;
+    gconstraint *spec_c;  // the speculative decoder's own (it runs ahead of the output)
+} gram_ctx;
+
+static void gram_start(const options *o, const tokenizer *tok, gram_ctx *gx) {
+    char err[ERR_LEN];
+    *gx = (gram_ctx){.g = grammar_opt(o)};
+    if (gx->g && (gvocab_new(&gx->v, tok, err) || gcon_new(&gx->c, gx->g, gx->v, err))) die("%s", err);
+}
+
+static void gram_free(gram_ctx *gx) {
+    gcon_free(gx->c);
+    gcon_free(gx->spec_c);
+    gvocab_free(gx->v);
+    grammar_free(gx->g);
+}
+
 static int cmd_generate(const options *o) {
     model *m;
     tokenizer *tok;
@@ -663,10 +792,25 @@ static int cmd_generate(const options *o) {
     size_t plen;
     char *prompt = read_prompt(o, 1, prompt_max_bytes(m, tok), &plen);
     sig_install();  // once the prompt is read: a signal stops the generation cleanly
+    gram_ctx gx;
+    gram_start(o, tok, &gx);
+    if (o->logprobs >= 0 && (o->draft || o->lookup))
+        die("--logprobs does not work with --draft or --lookup yet (the drafted tokens' rows are not kept)");
+    if (o->out_format != OUT_TEXT && o->echo) die("--echo writes the prompt as text: not with --output-format json/jsonl");
+    genout go;
+    if (o->out_format != OUT_TEXT && genout_init(&go, tok, o->out_format, o->logprobs, stdout)) die("out of memory");
+    genout *gop = o->out_format != OUT_TEXT ? &go : NULL;
     model *draft;
     spec *sd = spec_start(o, m, &draft);
     char err[ERR_LEN];
-    gen_stats st = {0};
+    if (sd && gx.g) {
+        if (gcon_new(&gx.spec_c, gx.g, gx.v, err)) die("%s", err);
+        spec_set_grammar(sd, gx.spec_c);
+    }
+    gen_stats st = {.gc = gx.c};
+    reason_split rs;  // --reasoning off: no split
+    reason_init(&rs, prompt, plen);
+    if (o->reasoning != REASON_OFF) st.rs = &rs;
     double t0 = now_sec();
     int n;
     int32_t *ids = tokenize(o, tok, prompt, plen, &n);
@@ -681,18 +825,21 @@ static int cmd_generate(const options *o) {
     if (o->n_predict != 0 || o->prompt_cache) {  // with -n 0, --prompt-cache still prefills and saves
         int save = 0;
         if (o->prompt_cache) st.n_cached = prompt_cache_restore(o, m, ids, n, &save);
-        int32_t next = prefill(o, m, smp, ids, st.n_cached, n, logits);
+        int32_t next = prefill(o, m, smp, ids, st.n_cached, n, logits, gx.c);
         if (next >= 0 && sd && spec_begin(sd, ids, n, next, err)) die("%s", err);
         st.t_prefill = now_sec() - t0;
         if (next >= 0 && save) st.t_cache_write = prompt_cache_save(o, m, ids, n);
         if (next < 0) st.finish = "interrupted";
-        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd);
+        else if (o->n_predict != 0) decode_loop(o, m, tok, smp, logits, ids[n - 1], next, &st, sd, gx.c, gop, st.rs ? &rs : NULL), gop = NULL;
         else st.finish = "length";
     } else {
         st.finish = "length";
     }
+    if (gop) genout_end(gop, &st, "", 0, NULL);  // no decode loop ran: an empty answer
+    if (o->out_format != OUT_TEXT) genout_free(&go);
     st.spec = sd ? spec_get_stats(sd) : NULL;
     print_stats(o, &st, m);
+    gram_free(&gx);
     spec_free(sd);
     model_free(draft);
     free(logits);
@@ -1011,12 +1158,15 @@ static int cmd_chat(const options *o) {
     model *m;
     tokenizer *tok;
     load(o, &m, &tok);
+    char err[ERR_LEN];
+    grammar *g = grammar_opt(o);
     chat_opts co = {.model_path = o->model, .template_name = o->chat_template, .vars = o->tvars, .system = o->system,
                     .context_shift = !o->context_stop, .n_predict = o->n_predict, .quiet = o->quiet,
-                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp};
-    char err[ERR_LEN];
+                    .stops = o->stops, .n_stops = o->n_stops, .sp = o->sp, .grammar = g,
+                    .reasoning = o->reasoning < 0 ? REASON_SHOW : o->reasoning};
     sig_install();
     if (chat_run(m, tok, &co, err)) die("%s", err);
+    grammar_free(g);
     tok_free(tok);
     model_free(m);
     return *sig_flag() == SIGTERM ? signal_status(o->quiet) : 0;  // Ctrl-C at the prompt ends with 0
@@ -1098,6 +1248,7 @@ static int cmd_batch(int argc, char **argv) {
 #undef BARG
     }
     options o;
+    char err[ERR_LEN];
     parse_options(&o, n_rest, rest, 0);
     free(rest);
     if (o.prompt) die("quill batch reads prompts from -i FILE or stdin, not the arguments ('%s')", o.prompt);
@@ -1111,6 +1262,11 @@ static int cmd_batch(int argc, char **argv) {
     bo.no_bos = o.no_bos;
     bo.special = o.special;
     bo.progress = !o.quiet && isatty(STDERR_FILENO);
+    grammar *g = grammar_opt(&o);
+    bo.grammar = g;
+    bo.logprobs = o.logprobs;
+    bo.reasoning = o.reasoning != REASON_OFF;
+    if (o.out_format != OUT_TEXT && o.logprobs < 0) die("quill batch writes JSON Lines already (--output-format is for single runs)");
     o.n_seqs = batch_model_seqs(&bo);
     o.kv_mem = kv_mem;
     FILE *in = open_or_std(in_path, "r", stdin), *out = open_or_std(out_path, "w", stdout);
@@ -1118,7 +1274,6 @@ static int cmd_batch(int argc, char **argv) {
     tokenizer *tok;
     load(&o, &m, &tok);
     batch_summary sum;
-    char err[ERR_LEN];
     sig_install();
     bo.stop = sig_flag();
     int rc = batch_run(m, tok, &bo, in, out, &sum, err);
@@ -1127,6 +1282,7 @@ static int cmd_batch(int argc, char **argv) {
     if (finish_output(out) || (out != stdout && fclose(out)))
         die("cannot write '%s': %s", out_path, strerror(errno));
     if (in != stdin) fclose(in);
+    grammar_free(g);
     tok_free(tok);
     model_free(m);
     if (sum.interrupted) {
@@ -1150,7 +1306,8 @@ int main(int argc, char **argv) {
     parse_options(&o, argc, argv, 1);
     int chat = o.interactive || (!o.prompt && !o.file && isatty(STDIN_FILENO));
     if (chat && (o.draft || o.lookup)) die("--draft and --lookup work in one-shot generation, not yet in chat");
-    if (!chat && o.tvars) die("--var and --think are for chats and quill template (a prompt is used as it is)");
+    if (!chat && o.tvars && o.reasoning != REASON_OFF)
+        die("--var and --think are for chats and quill template (a prompt is used as it is)");
     int rc = chat ? cmd_chat(&o) : cmd_generate(&o);
     free((char *)o.prompt);
     json_decref(o.tvars);

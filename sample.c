@@ -341,6 +341,30 @@ void sampler_probs(sampler *s, const float *logits, const int32_t *extra, int n_
     for (int i = 0; i < n; i++) probs[s->cand[i].id] = s->cand[i].p;
 }
 
+void sampler_logprobs(sampler *s, const float *logits, int32_t chosen, int top_n, float *chosen_lp, int32_t *top_ids,
+                      float *top_lps) {
+    sample_cand *c = s->cand;
+    const int n = s->n_vocab;
+    for (int i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0.0f};
+    sample_penalties_apply(&s->pen, c, n);
+    float max = c[0].logit;
+    for (int i = 1; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    double sum = 0;  // log-sum-exp in double: 150k terms
+    for (int i = 0; i < n; i++) sum += exp((double)c[i].logit - max);
+    const double lse = max + log(sum);
+    *chosen_lp = chosen >= 0 && chosen < n ? (float)(c[chosen].logit - lse) : -INFINITY;
+    if (top_n > SAMPLE_MAX_TOP) top_n = SAMPLE_MAX_TOP;
+    int k = 0;  // insertion into the best top_n so far (top_n is small)
+    for (int i = 0; i < n && top_n > 0; i++) {
+        if (k == top_n && !cand_better(&c[i], &c[top_ids[k - 1]])) continue;
+        int j = k < top_n ? k++ : k - 1;
+        while (j > 0 && cand_better(&c[i], &c[top_ids[j - 1]])) top_ids[j] = top_ids[j - 1], j--;
+        top_ids[j] = i;
+    }
+    for (int j = 0; j < k; j++) top_lps[j] = (float)(c[top_ids[j]].logit - lse);
+}
+
 double sampler_uniform(sampler *s) { return rng_uniform(s->rng); }
 
 int sampler_is_greedy(const sampler *s) { return is_greedy(&s->params); }

@@ -27,6 +27,15 @@ int32_t sampler_sample(sampler *s, float *logits);
 // Records a token in the penalty history (prompt tokens and generated ones).
 void sampler_accept(sampler *s, int32_t id);
 
+// ---- Log-probabilities (--logprobs) ------------------------------------------
+// As OpenAI reports them: log_softmax of the logits after the repetition
+// penalty (with the history recorded so far), before temperature and
+// truncation. *chosen_lp: token chosen's; top_ids/top_lps[0..top_n): the
+// top_n most likely tokens, best first (ties: lower id). top_n <= 20.
+#define SAMPLE_MAX_TOP 20
+void sampler_logprobs(sampler *s, const float *logits, int32_t chosen, int top_n, float *chosen_lp, int32_t *top_ids,
+                      float *top_lps);
+
 // ---- What speculative decoding needs (spec.c) ------------------------------
 // The distribution sampler_sample would draw from, over the whole vocabulary:
 // probs[n_vocab], 0 for every token the chain filters out, the survivors

@@ -7,7 +7,7 @@
 # The one list of packages is PACKAGES below. Then `make test` runs every test.
 set -eu
 case $0 in */*) cd "${0%/*}" ;; esac
-PACKAGES="build-essential python3-numpy python3-jinja2 libpcre2-dev libzstd-dev zstd libjansson-dev libedit-dev zsh groff-base clang libclang-rt-dev"
+PACKAGES="build-essential python3-numpy python3-jinja2 python3-jsonschema libpcre2-dev libzstd-dev zstd libjansson-dev libedit-dev zsh groff-base clang libclang-rt-dev"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -58,6 +58,8 @@ struct spec {
     float *pbuf;          // [n_vocab] one chain distribution
     double draft_cost;    // a drafted token in target passes (weight bytes; 0 for lookup)
     double acc_hits, acc_tries;  // decayed counts: drafted tokens accepted / tested
+    gconstraint *gc;      // the grammar (borrowed; NULL: none): state after the committed tokens
+    gstate gsaved;        // gc's state at a round's start, while drafting moves it
     spec_stats st;
 };
 
@@ -219,8 +221,11 @@ void spec_free(spec *s) {
     free(s->dlog);
     free(s->q);
     free(s->pbuf);
+    gstate_free(&s->gsaved);
     free(s);
 }
+
+void spec_set_grammar(spec *s, gconstraint *gc) { s->gc = gc; }
 
 static int reserve(spec *s, int n, char *err) {
     if (n <= s->cap) return 0;
@@ -248,6 +253,7 @@ int spec_begin(spec *s, const int32_t *prompt, int n, int32_t first, char *err) 
     s->n_tok = 0;
     for (int i = 0; i < n; i++) commit(s, prompt[i]);
     commit(s, first);
+    if (s->gc && (gcon_reset(s->gc, err) || gcon_accept(s->gc, prompt[n - 1], first, err))) return -1;
     s->n_out = s->n_tok;
     if (s->draft) model_rewind(s->draft, 0);  // its cache may hold another sequence
     return 0;
@@ -264,8 +270,15 @@ static int propose_draft(spec *s, int k, int32_t *d, char *err) {
     if (model_forward(s->draft, s->tok + have, s->n_tok - have, 0, s->dlog, err)) return -1;
     for (int j = 0; j < k; j++) {
         float *q = s->q ? s->q + (size_t)j * V : s->pbuf;
+        if (s->gc) {  // the drafter drafts within the grammar too (q is then the masked chain)
+            const int32_t prev = j ? d[j - 1] : s->tok[s->n_tok - 1];
+            int allowed = gcon_apply(s->gc, prev, s->dlog, err);
+            if (allowed < 0) return -1;
+            if (allowed == 0) return j;
+        }
         sampler_probs(s->dsmp, s->dlog, d, j, q);
         d[j] = s->greedy ? argmax(q, (int)V) : draw(q, (int)V, sampler_uniform(s->dsmp));
+        if (s->gc && gcon_accept(s->gc, j ? d[j - 1] : s->tok[s->n_tok - 1], d[j], err)) return -1;
         if (j + 1 < k && model_forward(s->draft, &d[j], 1, 0, s->dlog, err)) return -1;
     }
     return k;
@@ -307,6 +320,11 @@ static int verify(spec *s, const int32_t *d, int nd, int32_t *next, char *err) {
     if (model_forward_batch(s->target, t, nd + 1, 0, s->tlog, err)) return -1;
     s->st.target_passes++;
     for (int i = 0;; i++) {
+        // under a grammar, row i is masked with the state after d[0..i), which
+        // gc reaches as the drafted tokens are accepted below
+        const int32_t prev = i ? d[i - 1] : s->tok[s->n_tok - 1];
+        if (s->gc && i > 0 && gcon_accept(s->gc, i > 1 ? d[i - 2] : s->tok[s->n_tok - 1], d[i - 1], err)) return -1;
+        if (s->gc && gcon_apply(s->gc, prev, s->tlog + i * V, err) < 0) return -1;
         // p: the target's chain after [cur, d[0..i)], i.e. with d[0..i) in the history
         sampler_probs(s->tsmp, s->tlog + i * V, d, i, s->pbuf);
         if (i == nd) {  // every drafted token agreed (or none was drafted): the bonus token
@@ -342,15 +360,19 @@ static int spec_round(spec *s, int limit, char *err) {
     int32_t d[SPEC_MAX_DRAFT], next;
     double t = now_sec();
     int nd = 0;
+    if (s->gc && gcon_save(s->gc, &s->gsaved)) return errf(err, "out of memory");
     if (k > 0 && s->draft) nd = propose_draft(s, k, d, err);
     else if (k > 0) nd = spec_lookup(s->tok, s->n_tok, s->p.ngram_min, s->p.ngram_max, k, d);
     if (nd < 0) return -1;
+    if (s->gc && gcon_restore(s->gc, &s->gsaved)) return errf(err, "out of memory");
     const double t_draft = now_sec() - t;
     t = now_sec();
     int a = verify(s, d, nd, &next, err);
     if (a < 0) return -1;
     const double t_verify = now_sec() - t;
     for (int i = 0; i < a; i++) commit(s, d[i]);
+    // gc has advanced over d[0..a) in verify
+    if (s->gc && gcon_accept(s->gc, s->tok[s->n_tok - 1], next, err)) return -1;
     commit(s, next);
     // keep cur and the accepted d[0..a) (positions L..L+a); next is not run yet
     model_rewind(s->target, L + 1 + a);

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar.h"
 #include "model.h"
 #include "sample.h"
 
@@ -51,6 +52,12 @@ int spec_new(spec **out, model *target, model *draft, const sampler_params *sp, 
              char *err);
 void spec_free(spec *s);
 
+// Constrains the tokens to a grammar: gc (borrowed, the decoder's own: not
+// the caller's) follows the committed tokens; the drafter drafts within the
+// grammar and each verified row is masked by the state after the drafted
+// tokens before it, so greedy output stays the non-speculative one. Call
+// before spec_begin.
+void spec_set_grammar(spec *s, gconstraint *gc);
 // Starts a generation: the target has run prompt[0..n) (model_len == n) and
 // `first` was chosen from its logits. The penalty history starts as the prompt.
 int spec_begin(spec *s, const int32_t *prompt, int n, int32_t first, char *err);

@@ -58,16 +58,20 @@ static int push(textout *t, const char *s, size_t n) {
     return 0;
 }
 
-int textout_token(textout *t, int32_t prev, int32_t id) {
+int textout_text(textout *t, const char *s, size_t n) {
     char out[8 + 4];
-    int n = tok_decode(t->tok, prev, id, t->piece, (size_t)t->piece_cap);
     // utf8_stream_push writes at most n + 4 bytes: push in slices of 8
-    for (int i = 0; i < n; i += 8) {
-        size_t k = utf8_stream_push(&t->us, t->piece + i, (size_t)(n - i < 8 ? n - i : 8), out);
+    for (size_t i = 0; i < n; i += 8) {
+        size_t k = utf8_stream_push(&t->us, s + i, n - i < 8 ? n - i : 8, out);
         int r = push(t, out, k);
         if (r) return r;
     }
     return 0;
+}
+
+int textout_token(textout *t, int32_t prev, int32_t id) {
+    int n = tok_decode(t->tok, prev, id, t->piece, (size_t)t->piece_cap);
+    return n > 0 ? textout_text(t, t->piece, (size_t)n) : 0;
 }
 
 int textout_finish(textout *t) {

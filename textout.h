@@ -33,6 +33,9 @@ void textout_free(textout *t);
 // Adds token id (prev: the token before it). Returns 1 when a stop string
 // appeared (the text is cut where it starts), -1 when out of memory, else 0.
 int textout_token(textout *t, int32_t prev, int32_t id);
+// Adds text s[0..n) that comes from no single token (reasoning.c splits
+// tokens). Same results as textout_token.
+int textout_text(textout *t, const char *s, size_t n);
 // The end of a generation that did not stop on a stop string: a held
 // partial character and held bytes go out. Returns 1 if they completed a
 // stop string, -1 out of memory.

@@ -155,3 +155,18 @@ int write_file_atomic(const char *path, const void *const *parts, const size_t *
     sync_dir(path);
     return 0;
 }
+
+char *utf8_sanitized(const char *s, size_t n, size_t *len) {
+    char *out = malloc(3 * n + 1), *p = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n;) {
+        long bad = utf8_invalid_at(s + i, n - i);
+        size_t ok = bad < 0 ? n - i : (size_t)bad;
+        memcpy(p, s + i, ok);
+        p += ok, i += ok;
+        if (i < n) memcpy(p, "\xEF\xBF\xBD", 3), p += 3, i++;
+    }
+    *p = 0;
+    if (len) *len = (size_t)(p - out);
+    return out;
+}

@@ -24,6 +24,11 @@ static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return __built
 // invalid), or -1 when all of it is valid.
 long utf8_invalid_at(const char *s, size_t n);
 
+// A NUL-terminated malloc'd copy of s[0..n) with each byte that is not part
+// of valid UTF-8 replaced by U+FFFD (JSON strings must be UTF-8); *len (when
+// not NULL) gets its length. NULL when out of memory.
+char *utf8_sanitized(const char *s, size_t n, size_t *len);
+
 // Bytes of memory this process can still take: the kernel's MemAvailable
 // (free memory plus what can be reclaimed), bounded by RLIMIT_AS and
 // RLIMIT_DATA when they are set. SIZE_MAX when it cannot tell.

@@ -36,7 +36,8 @@ _quill() {
     local help="-h --help"
     local backend="-m --model -t --threads -c --ctx-size --cpu --gpu --kv -q --quiet $help"
     local sampling="-n --n-predict --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n
-                    --seed --stop --no-bos --special --stats-json"
+                    --seed --stop --no-bos --special --stats-json --grammar --json-schema --json --logprobs
+                    --reasoning"
     local opts
     case $sub in
     info)     opts=$help ;;
@@ -47,21 +48,24 @@ _quill() {
     template) opts="-m --model --chat-template --no-generation-prompt --var --think -q --quiet $help" ;;
     batch)    opts="$backend $sampling -i --input -o --output --lines --parallel --chunk --kv-mem --unordered" ;;
     *)        opts="$backend $sampling -f --file --echo --prompt-cache --draft --lookup --draft-max
-                    --draft-fixed -i --interactive --chat-template --var --think --system --context-full --version" ;;
+                    --draft-fixed -i --interactive --chat-template --var --think --system --context-full --version
+                    --output-format" ;;
     esac
 
     # the value of the option before the cursor
     case $prev in
     -m | --model | --draft) _quill_models "$cur" "${COMP_WORDS[0]}"; return ;;
-    -f | --file | --stats-json | --prompt-cache | -o | --output) _quill_files "$cur"; return ;;
+    -f | --file | --stats-json | --prompt-cache | -o | --output | --grammar | --json-schema) _quill_files "$cur"; return ;;
     -i | --input) if [[ $sub == batch ]]; then _quill_files "$cur"; return; fi ;;  # else chat: no value
     --kv) _quill_words "f16 q8" "$cur"; return ;;
     --chat-template) _quill_words "plain chatml llama2 llama3 mistral gemma phi3" "$cur"; return ;;
     --context-full) _quill_words "shift stop" "$cur"; return ;;
     --think) _quill_words "on off low medium high" "$cur"; return ;;
+    --reasoning) _quill_words "hide show off" "$cur"; return ;;
+    --output-format) _quill_words "text json jsonl" "$cur"; return ;;
     -n | --n-predict | -p | -c | --ctx-size | -t | --threads | --temp | --top-k | --top-p | --min-p | \
     --repeat-penalty | --repeat-last-n | --seed | --stop | --draft-max | --system | --parallel | \
-    --chunk | --kv-mem | --var) return ;;  # a number or free text
+    --chunk | --kv-mem | --var | --logprobs) return ;;  # a number or free text
     esac
 
     if [[ $cur == -* ]]; then

@@ -4,6 +4,7 @@
 # in Q4_K_M and Q8_0 against the measured memory bandwidth, a long context with
 # --kv f16 / q8, decode on a busy machine (CPU only), the tokenizer's speed, a chat
 # template's rendering time (20 turns, the largest template in $SHARED/templates),
+# the grammar's time per token for a JSON schema (32k and 128k vocabularies),
 # and quill batch as --parallel grows.
 # Prints numbers; asserts nothing. Environment (defaults in brackets):
 #   BENCH_SHAPES [llama-3.2-1b]   BENCH_TYPES [Q4_K_M Q8_0]   BENCH_DIR [models]
@@ -65,6 +66,21 @@ if [ -x "$build/tests/test_tokenizer" ]; then
     SHARED="$shared" "$build/tests/test_tokenizer" --bench
 else
     echo "== tokenizer encode speed: skipped ($build/tests/test_tokenizer not built)"
+fi
+# Constrained decoding: the grammar's ms per token for a JSON schema on a 32k and a
+# 128k vocabulary, beside the 1B-shape decode step it is added to (target: < 10%)
+if [ -x "$build/tests/test_grammar" ]; then
+    shape=${shapes%% *}
+    model "$shape" Q4_K_M
+    step=$("$build/quill" bench $args -m "$f" -p 16 -n "${BENCH_N:-64}" 2>/dev/null | sed -n 's/^decode.* = \([0-9.]*\) ms\/token.*/\1/p')
+    echo "== grammar (JSON schema) beside the decode step of $f: ${step:-?} ms/token"
+    SHARED="$shared" "$build/tests/test_grammar" --bench | while read -r line; do
+        ms=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) ms\/token.*/\1/p')
+        pct=$($PYTHON -c "print(f'{100 * $ms / $step:.1f}% of a decode step')" 2>/dev/null || echo "?")
+        echo "$line = $pct"
+    done
+else
+    echo "== grammar: skipped ($build/tests/test_grammar not built)"
 fi
 # A chat template: 20 turns rendered with the largest template in $SHARED/templates
 if [ -x "$build/tests/test_template" ]; then
