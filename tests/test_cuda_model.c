@@ -150,9 +150,77 @@ static int32_t *prompt_ids(const tokenizer *tok, const char *text, int extra, in
 
 // ---- 1. logits on every model ---------------------------------------------------
 
-static void compare_model(const char *path, int kv_type) {
+// A mixture of experts: where a token's router scores nearly tie (the
+// synthetic models' gaps go down to 0.0006, synth2-margins.tsv), the two
+// backends' rounding may pick different experts, and every later position
+// moves with it. So the CPU's choices are recorded (layer, position) and the
+// device, after routing itself, takes them over: the logits then differ by
+// arithmetic alone. (The device's own routing is checked op by op in
+// test_backend_ops and by the goldens below.)
+typedef struct {
+    int n_layers, k, cap;   // layers, experts per token, positions recorded
+    int calls, pos_end;     // route calls so far; positions layer 0 has seen
+    int32_t *ids;           // [n_layers, cap, k]
+    float *w;               // [n_layers, cap, k]
+    unsigned char *known;   // [n_layers, cap]
+} moe_force;
+static moe_force force;     // tests only
+static backend_ops cpu_recording, dev_forced;
+
+// The layer and the first position of a route call over n rows: each pass
+// routes once per layer, layer 0 on all its rows; a later layer's rows are
+// the pass's last ones (the last layer may run on the output rows alone).
+static int force_next(int n, int *p0) {
+    const int l = force.calls++ % force.n_layers;
+    if (l == 0) force.pos_end += n;
+    *p0 = force.pos_end - n;
+    return l;
+}
+
+static void route_recording(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k, int g) {
+    cpu_backend.moe_route(b, ids, w, logits, n, n_exp, k, g);
+    int p0;
+    const int l = force_next(n, &p0);
+    for (int i = 0; i < n && p0 + i < force.cap; i++) {
+        const size_t at = (size_t)l * force.cap + p0 + i;
+        memcpy(force.ids + at * k, ids + (size_t)i * k, sizeof(int32_t) * k);
+        memcpy(force.w + at * k, w + (size_t)i * k, sizeof(float) * k);
+        force.known[at] = 1;
+    }
+}
+
+static void route_forced(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k, int g) {
+    DEVICE->moe_route(b, ids, w, logits, n, n_exp, k, g);
+    int p0;
+    const int l = force_next(n, &p0);
+    for (int i = 0; i < n && p0 + i < force.cap; i++) {
+        const size_t at = (size_t)l * force.cap + p0 + i;
+        if (!force.known[at]) continue;
+        DEVICE->to_device(b, ids + (size_t)i * k, force.ids + at * k, sizeof(int32_t) * k);
+        DEVICE->to_device(b, w + (size_t)i * k, force.w + at * k, sizeof(float) * k);
+    }
+}
+
+static void force_reset(const model_config *c, int cap) {
+    free(force.ids), free(force.w), free(force.known);
+    force = (moe_force){.n_layers = c->n_layers, .k = c->n_expert_used, .cap = cap};
+    force.ids = xmalloc(sizeof(int32_t) * c->n_layers * cap * c->n_expert_used);
+    force.w = xmalloc(sizeof(float) * c->n_layers * cap * c->n_expert_used);
+    force.known = calloc((size_t)c->n_layers * cap, 1);
+    cpu_recording = cpu_backend, cpu_recording.moe_route = route_recording;
+    dev_forced = *DEVICE, dev_forced.moe_route = route_forced;
+}
+
+// Starts the device's replay of the recorded choices.
+static void force_replay(void) { force.calls = force.pos_end = 0; }
+
+
+static void compare_model(const char *path, int kv_type, const model_config *cfg) {
     char err[ERR_LEN];
-    model *mc = load_kv(path, &cpu_backend, kv_type), *mg = mc ? load_kv(path, DEVICE, kv_type) : NULL;
+    const int moe = cfg->n_expert > 0;
+    if (moe) force_reset(cfg, CTX);
+    model *mc = load_kv(path, moe ? &cpu_recording : &cpu_backend, kv_type);
+    model *mg = mc ? load_kv(path, moe ? &dev_forced : DEVICE, kv_type) : NULL;
     tokenizer *tok = NULL;
     if (!mc || !mg || tok_load(&tok, model_gguf(mc), err)) {
         if (mc && mg) printf("FAIL %s: tokenizer: %s\n", path, err), n_checks++, n_failed++;
@@ -166,6 +234,7 @@ static void compare_model(const char *path, int kv_type) {
     int32_t *ids = prompt_ids(tok, "Once upon a time", n_gen, &n);
     float *Lc = xmalloc(sizeof(float) * n_gen * V), *Lg = xmalloc(sizeof(float) * (n + n_gen) * V);
     const int k = greedy_cpu(mc, tok, ids, n, n_gen, ids + n, Lc, err);
+    force_replay();
     model_rewind(mg, 0);
     if (k < 1 || model_forward(mg, ids, n + k - 1, 1, Lg, err)) {
         printf("FAIL %s: %s\n", path, err);
@@ -182,10 +251,15 @@ static void compare_model(const char *path, int kv_type) {
             if (ga != ca) flips++, hard += c[ca] - c[cb] > noise;
         }
         n_checks++;
-        const int ok = worst < 1e-3 && !hard;
+        // the synthetic MoE files amplify rounding: on the CPU alone, computing
+        // their Q4_K attention projections as a prompt's (llama.cpp's order for
+        // groups of 4 rows) instead of one row at a time moves the logits by
+        // an nmse of 6e-4 (dense files: 1e-5); a wrong expert moves them by 0.3
+        const int ok = worst < (moe ? 5e-3 : 1e-3) && !hard;
         n_failed += !ok;
-        printf("%s %s, %s KV: %d steps, worst logits nmse %.3g, argmax differs at %d (%d beyond the noise)\n",
-               ok ? "ok  " : "FAIL", path, kv_type == KV_Q8 ? "q8" : "f16", k, worst, flips, hard);
+        printf("%s %s, %s KV%s: %d steps, worst logits nmse %.3g, argmax differs at %d (%d beyond the noise)\n",
+               ok ? "ok  " : "FAIL", path, kv_type == KV_Q8 ? "q8" : "f16", moe ? ", the CPU's experts" : "", k, worst,
+               flips, hard);
     }
     free(ids), free(Lc), free(Lg);
     tok_free(tok);
@@ -364,8 +438,8 @@ int main(void) {
                 printf("skip %s: the CPU cannot run it (%s)\n", g.gl_pathv[i], err);
                 continue;
             }
-            compare_model(g.gl_pathv[i], KV_F16);
-            if (model_cfg(m)->head_dim % 32 == 0) compare_model(g.gl_pathv[i], KV_Q8);
+            compare_model(g.gl_pathv[i], KV_F16, model_cfg(m));
+            if (model_cfg(m)->head_dim % 32 == 0) compare_model(g.gl_pathv[i], KV_Q8, model_cfg(m));
             model_free(m);
         }
         globfree(&g);
@@ -374,6 +448,7 @@ int main(void) {
     golden_file(shared, "synth.tsv", 0);
     golden_file(shared, "synth2.tsv", 1);
     printf("%d checks, %d failed, %d near ties\n", n_checks, n_failed, n_ties);
+    free(force.ids), free(force.w), free(force.known);
     return n_failed ? 1 : 0;
 }
 #endif
