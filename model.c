@@ -216,7 +216,8 @@ static int get_experts(model *m, qmat *out, const char *name, int64_t cols, int6
     return 0;
 }
 
-// The router and the experts of layer l (prefix "blk.l.").
+// The router and the experts of layer l (prefix "blk.l."), and their biases
+// where the file has them (gpt-oss): router [n_exp], experts [n_exp, rows].
 static int load_experts(model *m, moe_weights *w, const char *prefix, char *err) {
     const model_config *c = &m->cfg;
     const int64_t ne = c->n_expert, f = c->ffn_expert, d = c->dim;
@@ -228,8 +229,17 @@ static int load_experts(model *m, moe_weights *w, const char *prefix, char *err)
         snprintf(name, sizeof name, "%s%s", prefix, mats[i].name);
         if (get_experts(m, mats[i].w, name, mats[i].cols, mats[i].rows, err)) return -1;
     }
-    snprintf(name, sizeof name, "%sffn_gate_inp.weight", prefix);
-    return get_tensor(m, &w->router, name, d, ne, 1, err);
+    struct { qmat *w; const char *name; int64_t cols, rows; } vecs[] = {
+        {&w->router, "ffn_gate_inp.weight", d, ne}, {&w->router_b, "ffn_gate_inp.bias", ne, 1},
+        {&w->gate_b, "ffn_gate_exps.bias", f, ne}, {&w->up_b, "ffn_up_exps.bias", f, ne},
+        {&w->down_b, "ffn_down_exps.bias", d, ne}};
+    for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) {
+        snprintf(name, sizeof name, "%s%s", prefix, vecs[i].name);
+        if (get_tensor(m, vecs[i].w, name, vecs[i].cols, vecs[i].rows, i == 0, err)) return -1;
+        if (i > 0 && vecs[i].w->data && vecs[i].w->type != Q_F32)
+            return errf(err, "tensor '%s': expected type F32", name);
+    }
+    return 0;
 }
 
 static int load_layer(model *m, int l, char *err) {
