@@ -117,7 +117,7 @@ $(BUILD)/kernels.o: kernels.cu $(wildcard *.h) | $(BUILD)/tests
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 endif
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libquill.a $(wildcard *.h) tests/check.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libquill.a $(wildcard *.h) $(wildcard tests/*.h)
 	$(CC) $(CFLAGS) -I. -o $@ $< $(BUILD)/libquill.a $(LDLIBS)
 
 $(BUILD)/tests:

@@ -9,6 +9,9 @@
 //    argmax wherever the CPU's top-2 margin exceeds the backends' difference.
 //    With fp16 KV caches, and again with q8 ones (--kv q8) where the model's
 //    head size allows them (a multiple of 32).
+//    A mixture of experts' device run takes the CPU's choice of experts
+//    (tests/moe_force.h: a router near-tie would otherwise flip an expert and
+//    every later position with it) and is held to an NMSE of 5e-3.
 // 2. Every golden continuation in $SHARED/golden/{stories,synth,synth2}.tsv
 //    (llama.cpp's greedy output; GOLDEN_MODELS names a subset; synth2.tsv's
 //    models the CPU cannot run yet are skipped), generated on the GPU as quill generates:
@@ -33,6 +36,7 @@
 #include "tokenizer.h"
 #include "util.h"
 #include "check.h"
+#include "moe_force.h"
 
 #ifndef QUILL_CUDA
 int main(void) {
@@ -150,77 +154,14 @@ static int32_t *prompt_ids(const tokenizer *tok, const char *text, int extra, in
 
 // ---- 1. logits on every model ---------------------------------------------------
 
-// A mixture of experts: where a token's router scores nearly tie (the
-// synthetic models' gaps go down to 0.0006, synth2-margins.tsv), the two
-// backends' rounding may pick different experts, and every later position
-// moves with it. So the CPU's choices are recorded (layer, position) and the
-// device, after routing itself, takes them over: the logits then differ by
-// arithmetic alone. (The device's own routing is checked op by op in
-// test_backend_ops and by the goldens below.)
-typedef struct {
-    int n_layers, k, cap;   // layers, experts per token, positions recorded
-    int calls, pos_end;     // route calls so far; positions layer 0 has seen
-    int32_t *ids;           // [n_layers, cap, k]
-    float *w;               // [n_layers, cap, k]
-    unsigned char *known;   // [n_layers, cap]
-} moe_force;
-static moe_force force;     // tests only
-static backend_ops cpu_recording, dev_forced;
-
-// The layer and the first position of a route call over n rows: each pass
-// routes once per layer, layer 0 on all its rows; a later layer's rows are
-// the pass's last ones (the last layer may run on the output rows alone).
-static int force_next(int n, int *p0) {
-    const int l = force.calls++ % force.n_layers;
-    if (l == 0) force.pos_end += n;
-    *p0 = force.pos_end - n;
-    return l;
-}
-
-static void route_recording(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k, int g) {
-    cpu_backend.moe_route(b, ids, w, logits, n, n_exp, k, g);
-    int p0;
-    const int l = force_next(n, &p0);
-    for (int i = 0; i < n && p0 + i < force.cap; i++) {
-        const size_t at = (size_t)l * force.cap + p0 + i;
-        memcpy(force.ids + at * k, ids + (size_t)i * k, sizeof(int32_t) * k);
-        memcpy(force.w + at * k, w + (size_t)i * k, sizeof(float) * k);
-        force.known[at] = 1;
-    }
-}
-
-static void route_forced(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k, int g) {
-    DEVICE->moe_route(b, ids, w, logits, n, n_exp, k, g);
-    int p0;
-    const int l = force_next(n, &p0);
-    for (int i = 0; i < n && p0 + i < force.cap; i++) {
-        const size_t at = (size_t)l * force.cap + p0 + i;
-        if (!force.known[at]) continue;
-        DEVICE->to_device(b, ids + (size_t)i * k, force.ids + at * k, sizeof(int32_t) * k);
-        DEVICE->to_device(b, w + (size_t)i * k, force.w + at * k, sizeof(float) * k);
-    }
-}
-
-static void force_reset(const model_config *c, int cap) {
-    free(force.ids), free(force.w), free(force.known);
-    force = (moe_force){.n_layers = c->n_layers, .k = c->n_expert_used, .cap = cap};
-    force.ids = xmalloc(sizeof(int32_t) * c->n_layers * cap * c->n_expert_used);
-    force.w = xmalloc(sizeof(float) * c->n_layers * cap * c->n_expert_used);
-    force.known = calloc((size_t)c->n_layers * cap, 1);
-    cpu_recording = cpu_backend, cpu_recording.moe_route = route_recording;
-    dev_forced = *DEVICE, dev_forced.moe_route = route_forced;
-}
-
-// Starts the device's replay of the recorded choices.
-static void force_replay(void) { force.calls = force.pos_end = 0; }
 
 
 static void compare_model(const char *path, int kv_type, const model_config *cfg) {
     char err[ERR_LEN];
     const int moe = cfg->n_expert > 0;
-    if (moe) force_reset(cfg, CTX);
-    model *mc = load_kv(path, moe ? &cpu_recording : &cpu_backend, kv_type);
-    model *mg = mc ? load_kv(path, moe ? &dev_forced : DEVICE, kv_type) : NULL;
+    if (moe) force_reset(cfg, CTX, DEVICE);  // the device takes the CPU's choices of experts (moe_force.h)
+    model *mc = load_kv(path, moe ? &force_cpu : &cpu_backend, kv_type);
+    model *mg = mc ? load_kv(path, moe ? &force_dev : DEVICE, kv_type) : NULL;
     tokenizer *tok = NULL;
     if (!mc || !mg || tok_load(&tok, model_gguf(mc), err)) {
         if (mc && mg) printf("FAIL %s: tokenizer: %s\n", path, err), n_checks++, n_failed++;
@@ -448,7 +389,7 @@ int main(void) {
     golden_file(shared, "synth.tsv", 0);
     golden_file(shared, "synth2.tsv", 1);
     printf("%d checks, %d failed, %d near ties\n", n_checks, n_failed, n_ties);
-    free(force.ids), free(force.w), free(force.known);
+    force_free();
     return n_failed ? 1 : 0;
 }
 #endif
