@@ -43,7 +43,7 @@ struct model {
     float *q;       // [n_batch, n_heads * head_dim]
     float *k, *v;   // [n_batch, kv_dim]
     float *att;     // [n_batch, n_heads * head_dim]
-    float *hb, *hb2;  // [n_batch, ffn]
+    float *hb, *hb2;  // [n_batch, ffn] (a dense FFN's)
     float *logits;  // [OUT_CHUNK, n_vocab]
     void *moe_mem;  // moe_scratch_bytes for n_batch tokens (an MoE), carved by moe_init
     fwd_batch fb;   // the pass's token map; its arrays are carved from act_mem too
@@ -342,7 +342,7 @@ static int alloc_activations(model *m, size_t limit, char *err) {
                     (void **)&fb->ids, (void **)&fb->pos, (void **)&fb->seq, (void **)&fb->slot,
                     (void **)&fb->tables, &m->moe_mem};
     const size_t dev_bytes[] = {B * c->dim * f, B * c->dim * f, B * qd * f, B * kvd * f, B * kvd * f,
-                                B * qd * f, B * c->ffn * f, B * c->ffn * f,
+                                B * qd * f, c->n_expert ? 0 : B * c->ffn * f, c->n_expert ? 0 : B * c->ffn * f,
                                 (size_t)OUT_CHUNK * c->n_vocab * f, B * i4, B * i4, B * i4, B * i4,
                                 tables * i4, c->n_expert ? moe_scratch_bytes(&moe, m->n_batch) : 0};
     void **host[] = {(void **)&m->h_ids, (void **)&m->h_pos, (void **)&m->h_seq, (void **)&m->h_slot,
