@@ -213,10 +213,23 @@ static void cpu_swiglu(backend *b, float *out, const float *gate, const float *u
 
 // ---- mixture of experts ---------------------------------------------------------
 
+typedef struct {
+    int32_t *ids;
+    float *w;
+    const float *logits;
+    int n_exp, k, gating;
+} moe_route_job;
+
+static void moe_route_range(void *ctx, int64_t i0, int64_t i1) {
+    const moe_route_job *j = ctx;
+    moe_route_rows(j->ids + i0 * j->k, j->w + i0 * j->k, j->logits + i0 * j->n_exp, (int)(i1 - i0), j->n_exp, j->k,
+                   j->gating);
+}
+
 static void cpu_moe_route(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k,
                           int gating) {
-    (void)b;
-    moe_route_rows(ids, w, logits, n, n_exp, k, gating);
+    moe_route_job j = {ids, w, logits, n_exp, k, gating};
+    par_for(b, n, 16, 1, moe_route_range, &j);
 }
 
 static void cpu_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {

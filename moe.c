@@ -74,14 +74,13 @@ static void softmax(float *x, int n) {
 
 // ids[0..k) = the k largest of l[0..n) in descending order (ties: lower index).
 static void top_k(const float *l, int n, int k, int32_t *ids) {
+    unsigned char taken[MOE_MAX_EXPERTS] = {0};
     for (int j = 0; j < k; j++) {
         int best = -1;
-        for (int e = 0; e < n; e++) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++) taken = ids[q] == e;
-            if (!taken && (best < 0 || l[e] > l[best])) best = e;
-        }
+        for (int e = 0; e < n; e++)
+            if (!taken[e] && (best < 0 || l[e] > l[best])) best = e;
         ids[j] = best;
+        taken[best] = 1;
     }
 }
 
