@@ -10,6 +10,8 @@
 #ifndef QUILL_MOE_H
 #define QUILL_MOE_H
 
+#include <math.h>
+
 #include "backend.h"
 
 #define MOE_MAX_EXPERTS 1024  // experts a layer may have (model.c checks)
@@ -63,9 +65,6 @@ void moe_group_rows(const moe_map *mp, const int32_t *ids);
 // backend.h's moe_combine for output rows [i0, i1).
 void moe_combine_rows(float *out, const float *y, const float *w, const moe_map *mp, int dim, int i0, int i1);
 // backend.h's swiglu_oai for one value.
-static inline float moe_swiglu_oai(float gate, float up, float alpha, float limit);
-
-#include <math.h>
 static inline float moe_swiglu_oai(float gate, float up, float alpha, float limit) {
     const float g = gate < limit ? gate : limit;
     const float u = up < -limit ? -limit : up > limit ? limit : up;
