@@ -75,6 +75,22 @@ typedef struct {
     const int32_t *tables;  // [n_seqs, max_blocks] block ids
 } fwd_batch;
 
+// Router gating functions (backend's moe_route).
+enum moe_gating { MOE_SOFTMAX_NORM, MOE_TOPK_SOFTMAX };
+
+// A pass's n·k expert slots sorted by expert (moe_group writes the arrays,
+// backend memory): sorted row p belongs to expert e for offsets[e] <= p <
+// offsets[e + 1]; active lists the experts with rows, in id order, then -1.
+typedef struct {
+    int n_exp;         // experts
+    int k;             // experts per token
+    int n_rows;        // slots: tokens × k (host value)
+    int32_t *offsets;  // [n_exp + 1]
+    int32_t *active;   // [n_exp]
+    int32_t *tok;      // [n_rows] the token (row of the FFN input) of sorted row p
+    int32_t *pos;      // [n_rows] the sorted row of slot i·k + j
+} moe_map;
+
 typedef struct backend backend;  // backend-private state: threads, scratch, handles
 
 // The sampler settings a backend's `sample` op understands (sample.h's
@@ -134,6 +150,34 @@ typedef struct backend_ops {
     void (*attention)(backend *b, float *out, const float *q, const void *kpool,
                       const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                       int head_dim, int kv_type);
+
+    // ---- Mixture of experts (moe.c drives them; see moe.h) ----
+    // The router's choice for n tokens: logits [n, n_exp] (backend memory) →
+    // ids [n, k] (the k experts with the largest logits, best first; ties:
+    // lower id; softmax is monotonic, so these are also the top-k
+    // probabilities) and their weights w [n, k]:
+    //   MOE_SOFTMAX_NORM: p = softmax over all n_exp logits, w_j = p_j / Σ_k p (qwen3moe)
+    //   MOE_TOPK_SOFTMAX: w = softmax over the k chosen logits (gpt-oss)
+    void (*moe_route)(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k,
+                      int gating);
+    // Sorts the mp->n_rows = n·k slots (token i, choice j) by expert, in slot
+    // order within an expert (see moe_map), from ids [n_rows] (moe_route's).
+    void (*moe_group)(backend *b, const moe_map *mp, const int32_t *ids);
+    // For every sorted row p of expert e: y[p, :] = x[row, :] · W_eᵀ (+ bias
+    // row e), row = mp->tok[p] when by_token, else p. w: the n_exp experts'
+    // matrices stacked, w->rows = n_exp × (rows per expert); bias: F32
+    // [n_exp, rows per expert] or data NULL. Only chosen experts' weights are
+    // read, each once per call, and every row is computed exactly as it would
+    // be alone (never jointly), so no row depends on what shares the pass.
+    void (*moe_matmul)(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
+                       const moe_map *mp);
+    // out[i, :] = Σ_j w[i, j] · y[mp->pos[i·k + j], :], summed in j order
+    // (llama.cpp's order); out: [n_rows / k, dim], y: [n_rows, dim] sorted rows.
+    void (*moe_combine)(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim);
+    // gpt-oss's clamped SwiGLU, elementwise: g = min(gate, limit),
+    // out = g·σ(alpha·g)·(clamp(up, -limit, limit) + 1). out may equal gate.
+    void (*swiglu_oai)(backend *b, float *out, const float *gate, const float *up, size_t len, float alpha,
+                       float limit);
 
     // ---- Optional ops: NULL where a backend lacks them (cpu.c has only roofline and mem_available). ----
     // model.c checks for them (`if (ops->graph_begin)`) and never asks which

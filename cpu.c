@@ -18,6 +18,7 @@
 #endif
 
 #include "backend.h"
+#include "moe.h"
 #include "quant.h"
 #include "threads.h"
 #include "util.h"
@@ -208,6 +209,123 @@ static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
 static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
     swiglu_job j = {out, gate, up};
     par_for(b, (int64_t)len, 16384, 64, swiglu_range, &j);
+}
+
+// ---- mixture of experts ---------------------------------------------------------
+
+typedef struct {
+    int32_t *ids;
+    float *w;
+    const float *logits;
+    int n_exp, k, gating;
+} moe_route_job;
+
+static void moe_route_range(void *ctx, int64_t i0, int64_t i1) {
+    const moe_route_job *j = ctx;
+    moe_route_rows(j->ids + i0 * j->k, j->w + i0 * j->k, j->logits + i0 * j->n_exp, (int)(i1 - i0), j->n_exp, j->k,
+                   j->gating);
+}
+
+static void cpu_moe_route(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k,
+                          int gating) {
+    moe_route_job j = {ids, w, logits, n_exp, k, gating};
+    par_for(b, n, 16, 1, moe_route_range, &j);
+}
+
+static void cpu_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {
+    (void)b;
+    moe_group_rows(mp, ids);
+}
+
+typedef struct {
+    float *y;
+    const qmat *w, *bias;
+    const float *x;
+    int by_token;
+    const moe_map *mp;
+    uint8_t *xq;      // [n_rows] activation rows in sorted order, arow bytes each
+    size_t arow;
+    int64_t per_exp;  // weight rows per expert
+    int64_t chunk;    // weight rows per work item
+    int64_t chunks;   // work items per expert
+} moe_mm_job;
+
+static void moe_quantize_rows(void *ctx, int64_t p0, int64_t p1) {
+    const moe_mm_job *j = ctx;
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t src = j->by_token ? j->mp->tok[p] : p;
+        q_quantize_act(j->w->type, j->x + (size_t)src * j->w->cols, j->xq + (size_t)p * j->arow, j->w->cols);
+    }
+}
+
+// Items [i0, i1): item i is chunk i % chunks of the weight rows of the
+// (i / chunks)-th active expert, against all of that expert's rows.
+static void moe_matmul_items(void *ctx, int64_t i0, int64_t i1) {
+    const moe_mm_job *j = ctx;
+    const qmat *w = j->w;
+    for (int64_t i = i0; i < i1; i++) {
+        const int e = j->mp->active[i / j->chunks];
+        const int64_t r0 = i % j->chunks * j->chunk, r1 = r0 + j->chunk < j->per_exp ? r0 + j->chunk : j->per_exp;
+        const int p0 = j->mp->offsets[e], cnt = j->mp->offsets[e + 1] - p0;
+        float *y = j->y + (size_t)p0 * j->per_exp + r0;
+        q_matmul(w->type, w->cols, (const uint8_t *)w->data + ((size_t)e * j->per_exp + r0) * w->row_bytes,
+                 w->row_bytes, (int)(r1 - r0), j->xq + (size_t)p0 * j->arow, j->arow, cnt, 0, y, (size_t)j->per_exp);
+        if (!j->bias->data) continue;
+        const float *bias = (const float *)j->bias->data + (size_t)e * j->per_exp + r0;
+        for (int t = 0; t < cnt; t++)
+            for (int64_t r = 0; r < r1 - r0; r++) y[(size_t)t * j->per_exp + r] += bias[r];
+    }
+}
+
+static void cpu_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
+                           const moe_map *mp) {
+    const size_t arow = q_act_row_bytes(w->type, w->cols);
+    moe_mm_job j = {y, w, bias, x, by_token, mp, scratch(b, SCR_ACT, arow * (size_t)mp->n_rows), arow,
+                    w->rows / mp->n_exp, MM_ROW_TILE, 0};
+    par_for(b, mp->n_rows, 4, 1, moe_quantize_rows, &j);
+    int active = 0;
+    while (active < mp->n_exp && mp->active[active] >= 0) active++;
+    if (mp->n_rows <= mp->n_exp) {  // decode-sized: rows stream once, in chunks of >= 16 rows and 32 KiB
+        j.chunk = (((int64_t)(32768 / w->row_bytes) + 15) & ~(int64_t)15);
+        if (j.chunk < 16) j.chunk = 16;
+    }
+    if (j.chunk > j.per_exp) j.chunk = j.per_exp;
+    j.chunks = (j.per_exp + j.chunk - 1) / j.chunk;
+    par_for(b, active * j.chunks, 1, 1, moe_matmul_items, &j);
+}
+
+typedef struct {
+    float *out;
+    const float *y, *w;
+    const moe_map *mp;
+    int dim;
+} moe_combine_job;
+
+static void moe_combine_range(void *ctx, int64_t i0, int64_t i1) {
+    const moe_combine_job *j = ctx;
+    moe_combine_rows(j->out, j->y, j->w, j->mp, j->dim, (int)i0, (int)i1);
+}
+
+static void cpu_moe_combine(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim) {
+    moe_combine_job j = {out, y, w, mp, dim};
+    par_for(b, mp->n_rows / mp->k, 16, 1, moe_combine_range, &j);
+}
+
+typedef struct {
+    float *out;
+    const float *gate, *up;
+    float alpha, limit;
+} swiglu_oai_job;
+
+static void swiglu_oai_range(void *ctx, int64_t i0, int64_t i1) {
+    const swiglu_oai_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = moe_swiglu_oai(j->gate[i], j->up[i], j->alpha, j->limit);
+}
+
+static void cpu_swiglu_oai(backend *b, float *out, const float *gate, const float *up, size_t len, float alpha,
+                           float limit) {
+    swiglu_oai_job j = {out, gate, up, alpha, limit};
+    par_for(b, (int64_t)len, 16384, 64, swiglu_oai_range, &j);
 }
 
 // Rotation angles follow ggml's recurrence (theta *= theta_scale per pair) so
@@ -546,6 +664,11 @@ const backend_ops cpu_backend = {
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
+    .moe_route = cpu_moe_route,
+    .moe_group = cpu_moe_group,
+    .moe_matmul = cpu_moe_matmul,
+    .moe_combine = cpu_moe_combine,
+    .swiglu_oai = cpu_swiglu_oai,
     .roofline = cpu_roofline,
     .mem_available = cpu_mem_available,
 };

@@ -127,10 +127,10 @@ static void usage(FILE *out) {
         "With a terminal on stdin and no prompt, or with -i, it chats (/help lists commands).\n"
         "\n"
         "options:\n"
-        "  -m, --model FILE       GGUF model (llama, qwen2, qwen3; F32 F16 BF16 Q8_0 Q4_0 Q4_1\n"
-        "                         Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4), or its\n"
-        "                         name in $QUILL_MODELS or the Hugging Face, llama.cpp, ollama\n"
-        "                         or LM Studio caches (quill list)\n"
+        "  -m, --model FILE       GGUF model (llama, qwen2, qwen3, qwen3moe; F32 F16 BF16 Q8_0\n"
+        "                         Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS\n"
+        "                         MXFP4), or its name in $QUILL_MODELS or the Hugging Face,\n"
+        "                         llama.cpp, ollama or LM Studio caches (quill list)\n"
         "  -f, --file FILE        read the prompt (ppl: the text) from FILE\n"
         "  -n, --n-predict N      generate at most N tokens (default -1: until EOS or the\n"
         "                         context is full)\n"
@@ -975,10 +975,12 @@ static int cmd_ppl(int argc, char **argv) {
 
 // ---- bench --------------------------------------------------------------
 
-// FLOPs of one token through the matrix products (2 per multiply-add), without the output layer.
+// FLOPs of one token through the matrix products (2 per multiply-add), without the output
+// layer; of a mixture of experts, the router and the experts the token uses.
 static double layer_flops(const model_config *c) {
     double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
-    return 2.0 * c->n_layers * (c->dim * (qd + 2 * kvd) + qd * c->dim + 3.0 * c->dim * c->ffn);
+    double ffn = c->n_expert ? (double)c->n_expert + 3.0 * c->n_expert_used * c->ffn_expert : 3.0 * c->ffn;
+    return 2.0 * c->n_layers * (c->dim * (qd + 2 * kvd) + qd * c->dim + c->dim * ffn);
 }
 
 static int cmd_bench(int argc, char **argv) {
@@ -996,6 +998,10 @@ static int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < P; i++) r = r * 6364136223846793005ull + 1, ids[i] = (int32_t)((r >> 33) % c->n_vocab);
     char err[ERR_LEN];
     fprintf(stderr, "quill bench: %s on %s\n", o.model, model_backend_desc(m));
+    if (c->n_expert)  // the decode roofline counts the active weights, not all of them
+        printf("mixture of experts: %d of %d experts a token: %.1f MB of weights read per token (active), "
+               "%.1f MB in all\n", c->n_expert_used, c->n_expert, model_weight_bytes(m) / 1e6,
+               model_total_weight_bytes(m) / 1e6);
     double bw, peak, bw_after = 0;  // bytes/s the decode is measured against; GEMM FLOP/s (device only)
     if (model_roofline(m, &bw, &peak, err)) die("%s", err);
     const int device = model_on_device(m);
@@ -1049,8 +1055,10 @@ static int cmd_bench(int argc, char **argv) {
         fprintf(f,
                 "{\"prompt_tokens\": %d, \"prefill_tok_s\": %.3f, \"generated_tokens\": %d, "
                 "\"decode_tok_s\": %.3f, \"decode_bytes_per_token\": %.0f, \"bandwidth_before\": %.0f, "
-                "\"bandwidth_after\": %.0f, \"gemm_peak_flops\": %.0f, \"backend\": \"%s\"}\n",
-                P, P / t_pre, N, N / t_dec, step_bytes, bw, bw_after, peak, model_backend_desc(m));
+                "\"bandwidth_after\": %.0f, \"gemm_peak_flops\": %.0f, \"weight_bytes_active\": %zu, "
+                "\"weight_bytes_total\": %zu, \"backend\": \"%s\"}\n",
+                P, P / t_pre, N, N / t_dec, step_bytes, bw, bw_after, peak, model_weight_bytes(m),
+                model_total_weight_bytes(m), model_backend_desc(m));
         if (fclose(f)) die("cannot write '%s': %s", o.stats_json, strerror(errno));
     }
     free(ids);

@@ -31,7 +31,9 @@ struct model {
     qmat rope_freqs;         // [n_rot/2] Llama-3 frequency divisors (data NULL when absent)
     layer_weights *layers;   // [n_layers]
     kvcache kv;
-    size_t weight_bytes;     // bytes one decode step reads
+    size_t weight_bytes;     // bytes one decode step reads (an MoE: the average token's)
+    size_t total_bytes;      // bytes of all weights
+    moe_ctx moe;             // the MoE block's activations (cfg.n_expert > 0)
     // activations: one backend allocation carved into these, for n_batch tokens
     int n_batch;
     int tables_rows;         // sequences one pass can hold: min(n_batch, kv.max_seqs)
@@ -41,8 +43,9 @@ struct model {
     float *q;       // [n_batch, n_heads * head_dim]
     float *k, *v;   // [n_batch, kv_dim]
     float *att;     // [n_batch, n_heads * head_dim]
-    float *hb, *hb2;  // [n_batch, ffn]
+    float *hb, *hb2;  // [n_batch, ffn] (a dense FFN's)
     float *logits;  // [OUT_CHUNK, n_vocab]
+    void *moe_mem;  // moe_scratch_bytes for n_batch tokens (an MoE), carved by moe_init
     fwd_batch fb;   // the pass's token map; its arrays are carved from act_mem too
     // host staging for fb's arrays and the pass's bookkeeping (one allocation)
     void *host_mem;
@@ -54,7 +57,8 @@ struct model {
     signed char graph_state[BACKEND_GRAPHS];
 };
 
-static const char *ARCH_NAMES[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3"};
+static const char *ARCH_NAMES[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3",
+                                   [ARCH_QWEN3MOE] = "qwen3moe"};
 
 // ---- metadata -------------------------------------------------------------
 
@@ -90,6 +94,22 @@ static int read_rope_scaling(const gguf_file *f, const char *arch, model_config 
     return 0;
 }
 
+// The mixture-of-experts keys: expert_count, expert_used_count and
+// expert_feed_forward_length (each expert's hidden width).
+static int read_experts(const gguf_file *f, const char *an, model_config *c, char *err) {
+    uint32_t ne = 0, used = 0, ffn = 0;
+    if (meta_u32(f, an, "expert_count", &ne, 1, err) || meta_u32(f, an, "expert_used_count", &used, 1, err) ||
+        meta_u32(f, an, "expert_feed_forward_length", &ffn, 1, err))
+        return -1;
+    if (ne < 1 || ne > MOE_MAX_EXPERTS)
+        return errf(err, "key '%s.expert_count': %u experts (quill runs 1 to %d)", an, ne, MOE_MAX_EXPERTS);
+    if (used < 1 || used > ne)
+        return errf(err, "key '%s.expert_used_count': %u is not in 1 .. expert_count (%u)", an, used, ne);
+    if (ffn < 1 || ffn > (1u << 24)) return errf(err, "key '%s.expert_feed_forward_length': %u is implausible", an, ffn);
+    c->n_expert = (int)ne, c->n_expert_used = (int)used, c->ffn_expert = (int)ffn;
+    return 0;
+}
+
 static int read_config(const gguf_file *f, model_config *c, char *err) {
     gguf_str a;
     int r = gguf_get_str(f, "general.architecture", &a, err);
@@ -98,7 +118,7 @@ static int read_config(const gguf_file *f, model_config *c, char *err) {
     for (int i = 0; i < (int)(sizeof ARCH_NAMES / sizeof *ARCH_NAMES); i++)
         if (gguf_str_eq(a, ARCH_NAMES[i])) c->arch = i, found = 1;
     if (!found)
-        return errf(err, "architecture '%.*s' is not supported (quill runs llama, qwen2, qwen3)",
+        return errf(err, "architecture '%.*s' is not supported (quill runs llama, qwen2, qwen3, qwen3moe)",
                     (int)a.len, a.ptr);
     const char *an = ARCH_NAMES[c->arch];
     uint32_t dim, layers, heads, kv_heads = 0, ffn, ctx = 0, hd = 0, vd = 0, n_rot = 0;
@@ -136,7 +156,7 @@ static int read_config(const gguf_file *f, model_config *c, char *err) {
         return errf(err, "key '%s.attention.layer_norm_rms_epsilon': %g is not in (0, 1)", an, c->rms_eps);
     if (!(c->rope.base > 1.0f && c->rope.base < 1e30f))
         return errf(err, "key '%s.rope.freq_base': %g is not a finite number > 1", an, c->rope.base);
-    return 0;
+    return c->arch == ARCH_QWEN3MOE ? read_experts(f, an, c, err) : 0;
 }
 
 // ---- tensors --------------------------------------------------------------
@@ -167,6 +187,58 @@ static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64
                   .data = t->data};
     if (m->ops->upload(m->be, out, err)) return -1;
     if (strcmp(name, "token_embd.weight")) m->weight_bytes += t->nbytes;
+    m->total_bytes += t->nbytes;
+    return 0;
+}
+
+// An expert tensor: n_exp stacked [rows, cols] matrices (GGUF [cols, rows,
+// n_exp]) as one qmat of n_exp·rows rows. A token reads k of the n_exp.
+static int get_experts(model *m, qmat *out, const char *name, int64_t cols, int64_t rows, char *err) {
+    const model_config *c = &m->cfg;
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    if (!t) return errf(err, "tensor '%s' is missing", name);
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != c->n_expert || t->ne[3] != 1)
+        return errf(err, "tensor '%s': expected shape [%lld, %lld, %d], found [%lld, %lld, %lld, %lld]", name,
+                    (long long)cols, (long long)rows, c->n_expert, (long long)t->ne[0], (long long)t->ne[1],
+                    (long long)t->ne[2], (long long)t->ne[3]);
+    const qtype_info *qi = qtype_get(t->type);
+    if (!qi || !qi->compute) {
+        char tb[16], runs[256];
+        qtype_compute_names(runs, sizeof runs);
+        return errf(err, "tensor '%s' has type %s, which quill cannot compute with (it runs %s)", name,
+                    qtype_name(t->type, tb), runs);
+    }
+    *out = (qmat){.type = t->type, .rows = rows * c->n_expert, .cols = cols,
+                  .row_bytes = qtype_row_bytes(t->type, cols), .data = t->data};
+    if (m->ops->upload(m->be, out, err)) return -1;
+    m->weight_bytes += (size_t)((double)t->nbytes * c->n_expert_used / c->n_expert);
+    m->total_bytes += t->nbytes;
+    return 0;
+}
+
+// The router and the experts of layer l (prefix "blk.l."), and their biases
+// where the file has them (gpt-oss): router [n_exp], experts [n_exp, rows].
+static int load_experts(model *m, moe_weights *w, const char *prefix, char *err) {
+    const model_config *c = &m->cfg;
+    const int64_t ne = c->n_expert, f = c->ffn_expert, d = c->dim;
+    char name[96];
+    struct { qmat *w; const char *name; int64_t cols, rows; } mats[] = {
+        {&w->gate, "ffn_gate_exps.weight", d, f}, {&w->up, "ffn_up_exps.weight", d, f},
+        {&w->down, "ffn_down_exps.weight", f, d}};
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+        snprintf(name, sizeof name, "%s%s", prefix, mats[i].name);
+        if (get_experts(m, mats[i].w, name, mats[i].cols, mats[i].rows, err)) return -1;
+    }
+    struct { qmat *w; const char *name; int64_t cols, rows; } vecs[] = {
+        {&w->router, "ffn_gate_inp.weight", d, ne}, {&w->router_b, "ffn_gate_inp.bias", ne, 1},
+        {&w->gate_b, "ffn_gate_exps.bias", f, ne}, {&w->up_b, "ffn_up_exps.bias", f, ne},
+        {&w->down_b, "ffn_down_exps.bias", d, ne}};
+    for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) {
+        snprintf(name, sizeof name, "%s%s", prefix, vecs[i].name);
+        if (get_tensor(m, vecs[i].w, name, vecs[i].cols, vecs[i].rows, i == 0, err)) return -1;
+        if (i > 0 && vecs[i].w->data && vecs[i].w->type != Q_F32)
+            return errf(err, "tensor '%s': expected type F32", name);
+    }
     return 0;
 }
 
@@ -174,7 +246,8 @@ static int load_layer(model *m, int l, char *err) {
     const model_config *c = &m->cfg;
     layer_weights *L = &m->layers[l];
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
-    const int bias = c->arch == ARCH_QWEN2, qk_norm = c->arch == ARCH_QWEN3;
+    const int bias = c->arch == ARCH_QWEN2, qk_norm = c->arch == ARCH_QWEN3 || c->arch == ARCH_QWEN3MOE;
+    const int dense = c->n_expert == 0;
     struct { qmat *w; const char *name; int64_t cols, rows; int required; } spec[] = {
         {&L->attn_norm, "attn_norm.weight", c->dim, 1, 1},
         {&L->wq, "attn_q.weight", c->dim, qd, 1},
@@ -187,16 +260,18 @@ static int load_layer(model *m, int l, char *err) {
         {&L->q_norm, "attn_q_norm.weight", c->head_dim, 1, qk_norm},
         {&L->k_norm, "attn_k_norm.weight", c->head_dim, 1, qk_norm},
         {&L->ffn_norm, "ffn_norm.weight", c->dim, 1, 1},
-        {&L->w_gate, "ffn_gate.weight", c->dim, c->ffn, 1},
-        {&L->w_up, "ffn_up.weight", c->dim, c->ffn, 1},
-        {&L->w_down, "ffn_down.weight", c->ffn, c->dim, 1},
+        {&L->w_gate, "ffn_gate.weight", c->dim, c->ffn, dense},
+        {&L->w_up, "ffn_up.weight", c->dim, c->ffn, dense},
+        {&L->w_down, "ffn_down.weight", c->ffn, c->dim, dense},
     };
     for (size_t i = 0; i < sizeof spec / sizeof *spec; i++) {
         char name[96];
         snprintf(name, sizeof name, "blk.%d.%s", l, spec[i].name);
         if (get_tensor(m, spec[i].w, name, spec[i].cols, spec[i].rows, spec[i].required, err)) return -1;
     }
-    return 0;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "blk.%d.", l);
+    return dense ? 0 : load_experts(m, &L->moe, prefix, err);
 }
 
 static int load_weights(model *m, char *err) {
@@ -215,6 +290,8 @@ static int load_weights(model *m, char *err) {
         m->output = m->tok_embd;
         m->weight_bytes += (size_t)c->n_vocab * m->tok_embd.row_bytes;
     }
+    if (c->n_expert && !(m->ops->moe_route && m->ops->moe_group && m->ops->moe_matmul && m->ops->moe_combine))
+        return errf(err, "the %s backend cannot run mixture-of-experts layers", m->ops->name);
     c->rope.freq_factors = m->rope_freqs.data;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return errf(err, "out of memory");
@@ -258,14 +335,16 @@ static int alloc_activations(model *m, size_t limit, char *err) {
                  kvd = (size_t)c->n_kv_heads * c->head_dim, f = sizeof(float), i4 = sizeof(int32_t),
                  tables = (size_t)m->tables_rows * m->kv.max_blocks, seqs = (size_t)m->kv.max_seqs;
     fwd_batch *fb = &m->fb;
+    const moe_cfg moe = {.n_exp = c->n_expert, .k = c->n_expert_used, .ffn = c->ffn_expert, .dim = c->dim,
+                         .gating = MOE_SOFTMAX_NORM};
     void **dev[] = {(void **)&m->x, (void **)&m->xb, (void **)&m->q, (void **)&m->k, (void **)&m->v,
                     (void **)&m->att, (void **)&m->hb, (void **)&m->hb2, (void **)&m->logits,
                     (void **)&fb->ids, (void **)&fb->pos, (void **)&fb->seq, (void **)&fb->slot,
-                    (void **)&fb->tables};
+                    (void **)&fb->tables, &m->moe_mem};
     const size_t dev_bytes[] = {B * c->dim * f, B * c->dim * f, B * qd * f, B * kvd * f, B * kvd * f,
-                                B * qd * f, B * c->ffn * f, B * c->ffn * f,
+                                B * qd * f, c->n_expert ? 0 : B * c->ffn * f, c->n_expert ? 0 : B * c->ffn * f,
                                 (size_t)OUT_CHUNK * c->n_vocab * f, B * i4, B * i4, B * i4, B * i4,
-                                tables * i4};
+                                tables * i4, c->n_expert ? moe_scratch_bytes(&moe, m->n_batch) : 0};
     void **host[] = {(void **)&m->h_ids, (void **)&m->h_pos, (void **)&m->h_seq, (void **)&m->h_slot,
                      (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added};
     const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4};
@@ -281,6 +360,7 @@ static int alloc_activations(model *m, size_t limit, char *err) {
     carve(m->host_mem, host, host_bytes, nh);
     for (size_t s = 0; s < seqs; s++) m->row_of[s] = -1;
     fb->max_blocks = m->kv.max_blocks;
+    if (c->n_expert) moe_init(&m->moe, &moe, m->ops, m->be, m->moe_mem, m->n_batch);
     return 0;
 }
 
@@ -350,6 +430,7 @@ const model_config *model_cfg(const model *m) { return &m->cfg; }
 const gguf_file *model_gguf(const model *m) { return &m->gguf; }
 const char *model_backend_desc(model *m) { return m->ops->describe(m->be); }
 size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
+size_t model_total_weight_bytes(const model *m) { return m->total_bytes; }
 
 // ---- forward --------------------------------------------------------------
 
@@ -389,6 +470,11 @@ static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joi
     backend *b = m->be;
     const model_config *c = &m->cfg;
     o->rmsnorm(b, m->xb, x, &L->ffn_norm, n, c->dim, c->rms_eps);
+    if (L->moe.router.data) {  // mixture of experts: every row computed as alone (backend.h's moe_matmul)
+        moe_ffn(&m->moe, &L->moe, m->xb, m->xb, n);
+        o->add(b, x, m->xb, (size_t)n * c->dim);
+        return;
+    }
     o->matmul(b, m->hb, &L->w_gate, m->xb, n, joint);
     o->matmul(b, m->hb2, &L->w_up, m->xb, n, joint);
     o->swiglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);

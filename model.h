@@ -5,8 +5,9 @@
 #include "backend.h"
 #include "gguf.h"
 #include "kvcache.h"
+#include "moe.h"
 
-enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
+enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
 
 typedef struct {
     enum arch arch;
@@ -17,6 +18,9 @@ typedef struct {
     int n_kv_heads;
     int head_dim;
     int ffn;         // feed-forward hidden width
+    int n_expert;    // experts per MoE layer (0: a dense FFN)
+    int n_expert_used;  // experts each token uses
+    int ffn_expert;  // hidden width of one expert
     int n_ctx_train; // context length from metadata
     float rms_eps;
     rope_cfg rope;
@@ -26,7 +30,8 @@ typedef struct {
     qmat attn_norm, wq, wk, wv, wo;   // wq: [n_heads*head_dim, dim] ...
     qmat bq, bk, bv;                  // qwen2 biases (data NULL when absent)
     qmat q_norm, k_norm;              // qwen3 per-head norms [head_dim] (NULL when absent)
-    qmat ffn_norm, w_gate, w_up, w_down;
+    qmat ffn_norm, w_gate, w_up, w_down;  // dense FFN (data NULL in an MoE layer)
+    moe_weights moe;                  // the experts (router data NULL in a dense layer)
 } layer_weights;
 
 typedef struct model model;
@@ -48,8 +53,12 @@ void model_free(model *m);
 const model_config *model_cfg(const model *m);
 const gguf_file *model_gguf(const model *m);
 const char *model_backend_desc(model *m);
-// Bytes of weights one decode step reads (for the bandwidth roofline).
+// Bytes of weights one decode step reads (for the bandwidth roofline): of
+// an MoE, the active bytes (every expert's share counted expert_used_count /
+// expert_count times, the bytes an average token reads).
 size_t model_weight_bytes(const model *m);
+// Bytes of all weights (the output projection included; of an MoE, every expert).
+size_t model_total_weight_bytes(const model *m);
 
 // Runs n tokens at positions model_len(m) .. +n-1 of sequence 0 (which
 // exists from model_load) and appends them to its KV cache. Writes logits of

@@ -12,8 +12,11 @@ so llama.cpp loads the files too.
 
 Shapes: tiny (dim 256, ffn 768, 4 layers, 4 heads, 2 kv heads, Llama-2 vocabulary: the
 shape of ../shared/models/gguf/synth-*), llama-3.2-1b, llama-3.2-3b, llama-3.1-8b,
-qwen2.5-0.5b (q/k/v biases), qwen3-0.6b (per-head q/k RMS norms, head_dim 128).
---dim/--ffn/--layers/... override a shape's numbers.
+qwen2.5-0.5b (q/k/v biases), qwen3-0.6b (per-head q/k RMS norms, head_dim 128), and the
+mixture of experts qwen3moe-mini: Qwen3-30B-A3B's layer (dim 2048, 32 query heads of 128, 4 kv
+heads, experts of width 768, 8 used per token, its vocabulary) with 8 layers of 64 experts
+instead of 48 of 128: 1.6 GB in Q4_K_M, of which a token reads about 0.5 GB.
+--dim/--ffn/--layers/--experts/... override a shape's numbers.
 
 Types: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q3_K Q4_K Q5_K Q6_K MXFP4 (every matrix
 that type), or llama.cpp's mixes of its file types Q2_K, Q3_K_M, Q4_K_M, Q5_K_M,
@@ -56,8 +59,12 @@ SHAPES = {
     "qwen3-0.6b": dict(arch="qwen3", dim=1024, ffn=3072, layers=28, heads=16, kv_heads=8,
                        head_dim=128, vocab=151936, ctx=40960, rope_base=1e6, eps=1e-6, tied=True,
                        vocab_file="ggml-vocab-qwen2.gguf"),
+    "qwen3moe-mini": dict(arch="qwen3moe", dim=2048, ffn=6144, layers=8, heads=32, kv_heads=4,
+                          head_dim=128, experts=64, experts_used=8, expert_ffn=768, vocab=151936,
+                          ctx=40960, rope_base=1e6, eps=1e-6, tied=False,
+                          vocab_file="ggml-vocab-qwen2.gguf"),
 }
-DEFAULT_ROPE_BASE = {"llama": 10000.0, "qwen2": 1e6, "qwen3": 1e6}
+DEFAULT_ROPE_BASE = {"llama": 10000.0, "qwen2": 1e6, "qwen3": 1e6, "qwen3moe": 1e6}
 # llama-quantize's fallbacks for rows that do not fill a 256-element K-quant block.
 FALLBACK = {GGMLType.Q4_K: GGMLType.Q5_0, GGMLType.Q5_K: GGMLType.Q5_1,
             GGMLType.Q6_K: GGMLType.Q8_0, GGMLType.Q2_K: GGMLType.IQ4_NL,
@@ -228,11 +235,18 @@ def tensor_list(c):
             out += [(p + "attn_q.bias", (q,), "bias", "other", i),
                     (p + "attn_k.bias", (kv,), "bias", "other", i),
                     (p + "attn_v.bias", (kv,), "bias", "other", i)]
-        if c["arch"] == "qwen3":
+        if c["arch"] in ("qwen3", "qwen3moe"):
             out += [(p + "attn_q_norm.weight", (hd,), "norm", "other", i),
                     (p + "attn_k_norm.weight", (hd,), "norm", "other", i)]
         out.append((p + "attn_output.weight", (q, d), "matrix", "attn_output", i))
         out.append((p + "ffn_norm.weight", (d,), "norm", "other", i))
+        if c.get("experts"):  # the router (F32, as llama-quantize keeps it) and the stacked experts
+            ne, f = c["experts"], c["expert_ffn"]
+            out.append((p + "ffn_gate_inp.weight", (d, ne), "router", "other", i))
+            out.append((p + "ffn_gate_exps.weight", (d, f, ne), "matrix", "other", i))
+            out.append((p + "ffn_up_exps.weight", (d, f, ne), "matrix", "other", i))
+            out.append((p + "ffn_down_exps.weight", (f, d, ne), "matrix", "ffn_down", i))
+            continue
         out.append((p + "ffn_gate.weight", (d, c["ffn"]), "matrix", "other", i))
         out.append((p + "ffn_up.weight", (d, c["ffn"]), "matrix", "other", i))
         out.append((p + "ffn_down.weight", (c["ffn"], d), "matrix", "ffn_down", i))
@@ -271,7 +285,10 @@ def add_metadata(w, c, qname):
            ("embedding_length", c["dim"]), ("block_count", c["layers"]),
            ("feed_forward_length", c["ffn"]), ("attention.head_count", c["heads"]),
            ("attention.head_count_kv", c["kv_heads"]), ("rope.dimension_count", c["head_dim"])]
-    if a == "qwen3" or c["head_dim"] * c["heads"] != c["dim"]:
+    if c.get("experts"):
+        u32 += [("expert_count", c["experts"]), ("expert_used_count", c["experts_used"]),
+                ("expert_feed_forward_length", c["expert_ffn"])]
+    if a in ("qwen3", "qwen3moe") or c["head_dim"] * c["heads"] != c["dim"]:
         u32 += [("attention.key_length", c["head_dim"]), ("attention.value_length", c["head_dim"])]
     for k, v in u32:
         w.add("%s.%s" % (a, k), int(v), VT.UINT32)
@@ -305,7 +322,7 @@ def add_tokenizer(w, c):
 def build_config(a):
     c = dict(SHAPES[a.shape])
     for key in ("arch", "dim", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "ctx",
-                "rope_base", "eps"):
+                "rope_base", "eps", "experts", "experts_used", "expert_ffn"):
         if getattr(a, key) is not None:
             c[key] = getattr(a, key)
     if a.tied is not None:
@@ -315,6 +332,10 @@ def build_config(a):
         c["head_dim"] = c["dim"] // c["heads"]  # a shape's own head_dim only fits its own dims
     c["rope_freqs"] = a.rope_freqs and c["arch"] == "llama"
     c["vocab_path"] = a.vocab_file or os.path.join(a.shared, "vocab", c["vocab_file"])
+    if (c["arch"] == "qwen3moe") != bool(c.get("experts")):
+        raise ValueError("qwen3moe (and only it) has experts: give --experts with --arch qwen3moe")
+    if c.get("experts") and not 0 < c["experts_used"] <= c["experts"]:
+        raise ValueError("%d experts used of %d" % (c["experts_used"], c["experts"]))
     if c["heads"] % c["kv_heads"]:
         raise ValueError("%d heads not a multiple of %d kv heads" % (c["heads"], c["kv_heads"]))
     c["name"] = a.name or "synth-%s-%s" % (a.shape, a.type)
@@ -330,8 +351,9 @@ def main(argv):
                                                  "MXFP4"}))
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--arch", choices=["llama", "qwen2", "qwen3"])
-    for k in ("dim", "ffn", "layers", "heads", "kv-heads", "head-dim", "vocab", "ctx"):
+    ap.add_argument("--arch", choices=["llama", "qwen2", "qwen3", "qwen3moe"])
+    for k in ("dim", "ffn", "layers", "heads", "kv-heads", "head-dim", "vocab", "ctx", "experts",
+              "experts-used", "expert-ffn"):
         ap.add_argument("--" + k, type=int)
     ap.add_argument("--rope-base", type=float)
     ap.add_argument("--eps", type=float)

@@ -292,6 +292,32 @@ def model_level(q8, f32, synth, out):
     g.write(w("bos-out-of-range"))
 
 
+def moe_level(moe, out):
+    """A mixture of experts (synth-qwen3moe-Q8_0: 8 experts, 2 used, experts of 128)
+    with its expert keys or tensors broken."""
+    w = lambda name: os.path.join(out, name + ".gguf")  # noqa: E731
+    for name, key, value in (("moe-used-9", "qwen3moe.expert_used_count", 9),
+                             ("moe-used-0", "qwen3moe.expert_used_count", 0),
+                             ("moe-experts-0", "qwen3moe.expert_count", 0),
+                             ("moe-experts-7", "qwen3moe.expert_count", 7)):
+        g = Gguf(moe)
+        g.set_kv(key, value, VT.UINT32)
+        g.write(w(name))
+    g = Gguf(moe)
+    g.drop_kv("qwen3moe.expert_feed_forward_length")
+    g.write(w("moe-no-expert-ffn"))
+    g = Gguf(moe)
+    g.drop_tensor("blk.1.ffn_down_exps.weight")
+    g.write(w("moe-missing-down"))
+    g = Gguf(moe)
+    g.drop_tensor("blk.0.ffn_gate_inp.weight")
+    g.write(w("moe-missing-router"))
+    g = Gguf(moe)
+    t = g.tensor("blk.2.ffn_up_exps.weight")  # [256, 128, 8] as [256, 256, 4]: the same bytes
+    t["shape"] = [256, 256, 4]
+    g.write(w("moe-shape"))
+
+
 def main(argv):
     if len(argv) != 3:
         print("usage: corrupt.py SHARED OUT_DIR", file=sys.stderr)
@@ -307,6 +333,9 @@ def main(argv):
     truncations(q8, out)
     parse_level(q8, out)
     model_level(q8, f32, synth if os.path.exists(synth) else None, out)
+    moe = os.path.join(d, "synth-qwen3moe-Q8_0.gguf")
+    if os.path.exists(moe):
+        moe_level(moe, out)
     return 0
 
 

@@ -164,6 +164,19 @@ unrunnable tokens-scalar "tokenizer.ggml.tokens" "expected array of string"
 unrunnable tokens-missing "tokenizer.ggml.tokens" "not found"
 unrunnable scores-short "tokenizer.ggml.scores" "expected 512 elements, found 100"
 unrunnable bos-out-of-range "bos_token_id" "9999"
+# a mixture of experts whose expert keys or tensors are broken
+if [ -f "$T/moe-shape.gguf" ]; then  # from synth-qwen3moe-Q8_0
+    unrunnable moe-used-9 "qwen3moe.expert_used_count" "9 is not in 1 .. expert_count \(8\)"
+    unrunnable moe-used-0 "qwen3moe.expert_used_count" "0 is not in"
+    unrunnable moe-experts-0 "qwen3moe.expert_count" "0 experts"
+    unrunnable moe-experts-7 "'blk.0.ffn_gate_exps.weight'" "expected shape \[256, 128, 7\], found \[256, 128, 8"
+    unrunnable moe-no-expert-ffn "missing metadata key 'qwen3moe.expert_feed_forward_length'"
+    unrunnable moe-missing-down "tensor 'blk.1.ffn_down_exps.weight' is missing"
+    unrunnable moe-missing-router "tensor 'blk.0.ffn_gate_inp.weight' is missing"
+    unrunnable moe-shape "'blk.2.ffn_up_exps.weight'" "expected shape \[256, 128, 8\], found \[256, 256, 4"
+else
+    echo "skip the MoE cases: $SHARED/models/gguf/synth-qwen3moe-Q8_0.gguf not found"
+fi
 # strings from the file quoted in a message: a newline or an escape must not break the line
 unrunnable ctrl-arch "architecture" "not supported"
 unrunnable ctrl-rope-scaling "rope scaling" "not supported"

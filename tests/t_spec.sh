@@ -9,7 +9,7 @@
 #   stories260K F32 drafted by its Q8_0 and Q4_0 files (llama.cpp's quantizations);
 #   tinystories-656K drafted by a Q4_0 copy (models/convert.py --type);
 #   every ../shared/models/gguf/synth-* drafted by another quantization of the same
-#   weights (a shared file, or tests/requant.py);
+#   weights (a shared file, or tests/requant.py), the mixture of experts qwen3moe too;
 #   --lookup on repetitive prompts; a pair with q8 KV caches (--kv q8).
 # Also: a draft with another vocabulary (size, or one token) is a one-line error;
 # sampling with a draft is reproducible per seed. The exactness of sampling in
@@ -84,6 +84,11 @@ same "synth-llama Q4_K_M + Q4_0" "$G/synth-llama-Q4_K_M.gguf" "$F 5 --draft $G/s
 same "synth-llama Q4_0 + Q4_K_M" "$G/synth-llama-Q4_0.gguf" "$F 1 --draft $G/synth-llama-Q4_K_M.gguf" -n 48 "$H"
 same "synth-qwen2 Q8_0 + Q4_0" "$G/synth-qwen2-Q8_0.gguf" "$F 4 --draft $tmp/qwen2-q4.gguf" -n 48 "$H"
 same "synth-qwen3 Q4_K_M + Q4_0" "$G/synth-qwen3-Q4_K_M.gguf" "$F 3 --draft $tmp/qwen3-q4.gguf" -n 48 "$H"
+# a mixture of experts: the verification rows choose their experts and share the
+# experts' matrix products, each row still computed as alone
+same "synth-qwen3moe Q8_0 + Q4_K_M" "$G/synth-qwen3moe-Q8_0.gguf" "$F 3 --draft $G/synth-qwen3moe-Q4_K_M.gguf" -n 48 "$H"
+same "synth-qwen3moe Q8_0 + Q4_K_M, fixed K 8" "$G/synth-qwen3moe-Q8_0.gguf" \
+    "$F 8 --draft $G/synth-qwen3moe-Q4_K_M.gguf" -n 96 "def main():"
 # Long rounds on Q4_K targets: the CPU Q4_K kernel sums groups of 4 prompt
 # tokens in another order than a single token, and these outputs change if the
 # verification pass ran its rows as prompt rows (model_forward) instead of

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "moe.h"
 #include "quant.h"
 #include "sample.h"
 #include "util.h"
@@ -635,6 +636,255 @@ static void test_sample(ctx *x, rng_t *r) {
     }
 }
 
+// ---- mixture of experts ---------------------------------------------------------------------
+
+typedef struct {
+    int n_exp, k, ffn, dim, n;  // experts, used, expert width, model width, tokens
+    uint32_t type;              // the experts' weight type
+    int gating, oai;            // enum moe_gating; gpt-oss's biases and clamped SwiGLU
+} moe_case;
+
+// One layer's MoE weights on both backends (router F32, experts of c->type).
+typedef struct {
+    moe_weights c, g;
+    float *bias_host[4];  // router, gate, up, down biases (host; NULL without)
+} moe_w;
+
+static qmat moe_bias(ctx *x, rng_t *r, int rows, int cols, float scale, float **host, qmat *gpu) {
+    float *b = xmalloc(sizeof(float) * rows * cols);
+    for (int i = 0; i < rows * cols; i++) b[i] = scale * gauss(r);
+    *host = b;
+    qmat q = {.type = Q_F32, .rows = rows, .cols = cols, .row_bytes = 4 * (size_t)cols, .data = b};
+    *gpu = q;
+    gpu->data = dev_copy(x, b, sizeof(float) * rows * cols);
+    return q;
+}
+
+static void moe_make(ctx *x, rng_t *r, const moe_case *c, moe_w *w) {
+    memset(w, 0, sizeof *w);
+    make_weight(x, r, Q_F32, c->n_exp, c->dim, &w->c.router, &w->g.router);
+    make_weight(x, r, c->type, (int64_t)c->n_exp * c->ffn, c->dim, &w->c.gate, &w->g.gate);
+    make_weight(x, r, c->type, (int64_t)c->n_exp * c->ffn, c->dim, &w->c.up, &w->g.up);
+    make_weight(x, r, c->type, (int64_t)c->n_exp * c->dim, c->ffn, &w->c.down, &w->g.down);
+    if (!c->oai) return;
+    w->c.router_b = moe_bias(x, r, 1, c->n_exp, 1.0f, &w->bias_host[0], &w->g.router_b);
+    w->c.gate_b = moe_bias(x, r, c->n_exp, c->ffn, 0.5f, &w->bias_host[1], &w->g.gate_b);
+    w->c.up_b = moe_bias(x, r, c->n_exp, c->ffn, 0.5f, &w->bias_host[2], &w->g.up_b);
+    w->c.down_b = moe_bias(x, r, c->n_exp, c->dim, 0.5f, &w->bias_host[3], &w->g.down_b);
+}
+
+static void moe_w_free(ctx *x, moe_w *w) {
+    const qmat *cm[] = {&w->c.router, &w->c.gate, &w->c.up, &w->c.down};
+    for (int i = 0; i < 4; i++) free((void *)cm[i]->data);
+    const qmat *gb[] = {&w->g.router_b, &w->g.gate_b, &w->g.up_b, &w->g.down_b};
+    for (int i = 0; i < 4; i++)
+        if (gb[i]->data) x->G->release(x->gb, (void *)gb[i]->data), free(w->bias_host[i]);
+}
+
+static moe_cfg moe_cfg_of(const moe_case *c) {
+    return (moe_cfg){.n_exp = c->n_exp, .k = c->k, .ffn = c->ffn, .dim = c->dim, .gating = c->gating,
+                     .oai_glu = c->oai, .alpha = 1.702f, .limit = 7.0f};
+}
+
+// The float64 reference of the block for token i, with the experts ids[0..k)
+// (the CPU's choice, checked against the reference's own where they are clear).
+static void moe_reference(const moe_case *c, const moe_w *w, const float *dq[3], const float *xi, const int32_t *ids,
+                          double *out) {
+    double l[256], wt[16], h[512];
+    for (int e = 0; e < c->n_exp; e++) {
+        double s = w->bias_host[0] ? w->bias_host[0][e] : 0;
+        for (int d = 0; d < c->dim; d++) s += (double)((const float *)w->c.router.data)[e * c->dim + d] * xi[d];
+        l[e] = s;
+    }
+    // both gatings give e^l_j / Σ_chosen e^l (a softmax over all renormalized
+    // over the k is one over the k); they differ in rounding only
+    double ws = 0;
+    for (int j = 0; j < c->k; j++) wt[j] = exp(l[ids[j]] - l[ids[0]]), ws += wt[j];
+    for (int j = 0; j < c->k; j++) wt[j] /= ws;
+    for (int d = 0; d < c->dim; d++) out[d] = 0;
+    for (int j = 0; j < c->k; j++) {
+        const int e = ids[j];
+        for (int f = 0; f < c->ffn; f++) {
+            double gv = 0, uv = 0;
+            const int64_t row = (int64_t)e * c->ffn + f;
+            for (int d = 0; d < c->dim; d++) gv += (double)dq[0][row * c->dim + d] * xi[d], uv += (double)dq[1][row * c->dim + d] * xi[d];
+            if (c->oai) {
+                gv += w->bias_host[1][row], uv += w->bias_host[2][row];
+                gv = gv < 7 ? gv : 7, uv = uv < -7 ? -7 : uv > 7 ? 7 : uv;
+                h[f] = gv / (1 + exp(-1.702 * gv)) * (uv + 1);
+            } else {
+                h[f] = gv / (1 + exp(-gv)) * uv;
+            }
+        }
+        for (int d = 0; d < c->dim; d++) {
+            const int64_t row = (int64_t)e * c->dim + d;
+            double y = c->oai ? w->bias_host[3][row] : 0;
+            for (int f = 0; f < c->ffn; f++) y += (double)dq[2][row * c->ffn + f] * h[f];
+            out[d] += wt[j] * y;
+        }
+    }
+}
+
+// The block on one backend: moe_ffn over x [n, dim] (backend memory); its
+// context's buffers stay readable in *mc.
+static float *moe_run(const backend_ops *o, backend *be, const moe_case *c, const moe_weights *w, const float *dx,
+                      int n, moe_ctx *mc, void **mem) {
+    const moe_cfg cfg = moe_cfg_of(c);
+    *mem = o->alloc(be, moe_scratch_bytes(&cfg, c->n));
+    moe_init(mc, &cfg, o, be, *mem, c->n);
+    float *out = o->alloc(be, sizeof(float) * n * c->dim);
+    moe_ffn(mc, w, out, dx, n);
+    return out;
+}
+
+// Sorted rows agree between the backends when their maps do: row p of a, of
+// width `width`, against b.
+static double moe_rows_nmse(ctx *x, const float *cpu, const float *dev, int rows, int width) {
+    float *g = host_copy(x, dev, sizeof(float) * rows * width);
+    const double e = nmse(g, cpu, (size_t)rows * width);
+    free(g);
+    return e;
+}
+
+static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
+    char tb[16];
+    const char *tn = qtype_name(c->type, tb);
+    moe_w w;
+    moe_make(x, r, c, &w);
+    const size_t xb = sizeof(float) * c->n * c->dim;
+    float *xv = xmalloc(xb);
+    for (int i = 0; i < c->n * c->dim; i++) xv[i] = gauss(r) * 0.5f;
+    float *cx = x->C->alloc(x->cb, xb), *gx = dev_copy(x, xv, xb);
+    memcpy(cx, xv, xb);
+    moe_ctx cm, gm;
+    void *cmem, *gmem;
+    float *co = moe_run(x->C, x->cb, c, &w.c, cx, c->n, &cm, &cmem);
+    float *go = moe_run(x->G, x->gb, c, &w.g, gx, c->n, &gm, &gmem);
+    const int rows = c->n * c->k;
+    int32_t *gids = host_copy(x, gm.ids, 4 * (size_t)rows), *gpos = host_copy(x, gm.map.pos, 4 * (size_t)rows);
+    int32_t *gtok = host_copy(x, gm.map.tok, 4 * (size_t)rows), *goff = host_copy(x, gm.map.offsets, 4 * (size_t)(c->n_exp + 1));
+    int32_t *gact = host_copy(x, gm.map.active, 4 * (size_t)c->n_exp);
+    float *gw = host_copy(x, gm.w, 4 * (size_t)rows), *gout = host_copy(x, go, xb);
+    if (gpu_ok(x, "moe")) {
+        const int same_ids = !memcmp(gids, cm.ids, 4 * (size_t)rows);
+        const int same_map = !memcmp(gpos, cm.map.pos, 4 * (size_t)rows) && !memcmp(gtok, cm.map.tok, 4 * (size_t)rows) &&
+                             !memcmp(goff, cm.map.offsets, 4 * (size_t)(c->n_exp + 1)) &&
+                             !memcmp(gact, cm.map.active, 4 * (size_t)c->n_exp);
+        int map_ok = cm.map.offsets[0] == 0 && cm.map.offsets[c->n_exp] == rows;  // the CPU's map is a sorting
+        for (int s = 0; s < rows; s++) {
+            const int p = cm.map.pos[s], e = cm.ids[s];
+            map_ok &= p >= cm.map.offsets[e] && p < cm.map.offsets[e + 1] && cm.map.tok[p] == s / c->k;
+        }
+        check(same_ids && same_map && map_ok, "moe_route + moe_group %d experts, top %d, %d tokens: ids and map equal "
+              "the CPU's, a sorting by expert", c->n_exp, c->k, c->n);
+        check(nmse(gw, cm.w, rows) < 1e-12, "moe_route weights (%s): nmse %.3g", c->gating ? "top-k softmax" : "softmax, renormalized",
+              nmse(gw, cm.w, rows));
+        if (same_ids && same_map) {
+            const double eg = moe_rows_nmse(x, cm.g, gm.g, rows, c->ffn), ey = moe_rows_nmse(x, cm.y, gm.y, rows, c->dim);
+            check(eg < mm_threshold(c->type) && ey < mm_threshold(c->type),
+                  "moe_matmul %s experts %dx%d, %s: gate/up+glu nmse %.3g, down nmse %.3g", tn, c->ffn, c->dim,
+                  c->oai ? "biases, clamped swiglu" : "silu", eg, ey);
+        }
+        // both against the float64 reference, with the CPU's choice of experts
+        const float *dq[3] = {dequantized(&w.c.gate), dequantized(&w.c.up), dequantized(&w.c.down)};
+        double *want = xmalloc(sizeof(double) * c->n * c->dim);
+        for (int i = 0; i < c->n; i++) moe_reference(c, &w, dq, xv + (size_t)i * c->dim, cm.ids + (size_t)i * c->k, want + (size_t)i * c->dim);
+        const double ec = nmse_d(co, want, (size_t)c->n * c->dim), eg = nmse_d(gout, want, (size_t)c->n * c->dim);
+        check(ec < 2 * mm_threshold(c->type) && eg < 2 * mm_threshold(c->type),
+              "moe block %s, %d tokens vs float64: cpu nmse %.3g, device %.3g", tn, c->n, ec, eg);
+        for (int i = 0; i < 3; i++) free((void *)dq[i]);
+        free(want);
+        // each row computed as alone: token t through the block by itself
+        int same = 1;
+        for (int t = 0; t < c->n; t += c->n / 3 + 1) {
+            moe_ctx m1;
+            void *mem1;
+            float *o1 = moe_run(x->G, x->gb, c, &w.g, gx + (size_t)t * c->dim, 1, &m1, &mem1);
+            float *h1 = host_copy(x, o1, sizeof(float) * c->dim);
+            same &= !memcmp(h1, gout + (size_t)t * c->dim, sizeof(float) * c->dim);
+            x->G->release(x->gb, o1), x->G->release(x->gb, mem1), free(h1);
+        }
+        if (c->n > 1) check(same, "moe block %s: each of %d tokens alone equals its row of the batch, bit for bit", tn, c->n);
+    }
+    x->C->release(x->cb, cx), x->C->release(x->cb, co), x->C->release(x->cb, cmem);
+    x->G->release(x->gb, gx), x->G->release(x->gb, go), x->G->release(x->gb, gmem);
+    free(gids), free(gpos), free(gtok), free(goff), free(gact), free(gw), free(gout), free(xv);
+    moe_w_free(x, &w);
+}
+
+// The decode step's MoE block recorded once and replayed on new input: the
+// device picks other experts without the host.
+static void test_moe_graph(ctx *x, rng_t *r) {
+    if (!x->G->graph_begin) return;
+    const moe_case c = {8, 2, 256, 256, 1, Q_Q4_K, MOE_SOFTMAX_NORM, 0};
+    moe_w w;
+    moe_make(x, r, &c, &w);
+    float xv[256];
+    for (int i = 0; i < 256; i++) xv[i] = gauss(r);
+    float *dx = dev_copy(x, xv, sizeof xv);
+    moe_ctx m;
+    void *mem;
+    char err[ERR_LEN] = "";
+    float *out = moe_run(x->G, x->gb, &c, &w.g, dx, 1, &m, &mem);  // sizes the scratch
+    int ok = x->G->graph_begin(x->gb, 5, err) == 0;
+    moe_ffn(&m, &w.g, out, dx, 1);
+    ok = ok && x->G->graph_end(x->gb, 5, err) == 0;
+    int same = 1, moved = 0;
+    int32_t ids0[2];
+    x->G->to_host(x->gb, ids0, m.ids, sizeof ids0);
+    for (int rep = 0; rep < 4 && ok; rep++) {
+        for (int i = 0; i < 256; i++) xv[i] = gauss(r);
+        x->G->to_device(x->gb, dx, xv, sizeof xv);
+        ok = x->G->graph_replay(x->gb, 5, err) == 0;
+        float *yr = host_copy(x, out, sizeof xv);
+        int32_t ids[2];
+        x->G->to_host(x->gb, ids, m.ids, sizeof ids);
+        moved |= memcmp(ids, ids0, sizeof ids) != 0;
+        moe_ffn(&m, &w.g, out, dx, 1);
+        float *yd = host_copy(x, out, sizeof xv);
+        same &= !memcmp(yr, yd, sizeof xv);
+        free(yr), free(yd);
+    }
+    check(ok && same && moved && gpu_ok(x, "moe graph"), "moe graph: replays on new input choose other experts and equal "
+          "the block run directly%s%s", ok ? "" : ": ", ok ? "" : err);
+    x->G->release(x->gb, dx), x->G->release(x->gb, out), x->G->release(x->gb, mem);
+    moe_w_free(x, &w);
+}
+
+static void test_swiglu_oai(ctx *x, rng_t *r) {
+    const size_t len = 100003;
+    float *g = xmalloc(4 * len), *u = xmalloc(4 * len), *o = xmalloc(4 * len);
+    for (size_t i = 0; i < len; i++) g[i] = gauss(r) * 6, u[i] = gauss(r) * 6;
+    float *dg = dev_copy(x, g, 4 * len), *du = dev_copy(x, u, 4 * len);
+    x->C->swiglu_oai(x->cb, o, g, u, len, 1.702f, 7.0f);
+    x->G->swiglu_oai(x->gb, dg, dg, du, len, 1.702f, 7.0f);
+    float *got = host_copy(x, dg, 4 * len);
+    double *want = xmalloc(8 * len);
+    for (size_t i = 0; i < len; i++) {
+        const double gv = g[i] < 7 ? g[i] : 7, uv = u[i] < -7 ? -7 : u[i] > 7 ? 7 : u[i];
+        want[i] = gv / (1 + exp(-1.702 * gv)) * (uv + 1);
+    }
+    if (gpu_ok(x, "swiglu_oai"))
+        check(nmse_d(got, want, len) < 1e-12 && nmse_d(o, want, len) < 1e-12,
+              "swiglu_oai over %zu (clamps at 7 biting): nmse %.3g (cpu %.3g)", len, nmse_d(got, want, len),
+              nmse_d(o, want, len));
+    x->G->release(x->gb, dg), x->G->release(x->gb, du);
+    free(g), free(u), free(o), free(got), free(want);
+}
+
+static void test_moe(ctx *x, rng_t *r) {
+    const moe_case all[] = {
+        {8, 2, 128, 256, 1, Q_Q8_0, MOE_SOFTMAX_NORM, 0},   {8, 2, 256, 256, 37, Q_Q4_K, MOE_SOFTMAX_NORM, 0},
+        {8, 2, 128, 256, 5, Q_Q5_0, MOE_SOFTMAX_NORM, 0},   {8, 2, 128, 128, 9, Q_MXFP4, MOE_TOPK_SOFTMAX, 1},
+        {40, 8, 256, 256, 3, Q_Q6_K, MOE_SOFTMAX_NORM, 0},   {128, 8, 32, 256, 70, Q_Q4_0, MOE_SOFTMAX_NORM, 0},
+        {8, 8, 32, 128, 2, Q_F16, MOE_TOPK_SOFTMAX, 1},
+    };
+    const int n_cases = x->quick ? 2 : (int)(sizeof all / sizeof *all);
+    for (int i = 0; i < n_cases; i++) test_moe_case(x, r, &all[i]);
+    test_swiglu_oai(x, r);
+    test_moe_graph(x, r);
+}
+
 // ---- graphs, upload errors, limits ------------------------------------------------------------
 
 static void test_graph(ctx *x, rng_t *r) {
@@ -722,6 +972,7 @@ int main(int argc, char **argv) {
     test_matmul(&x, &r);
     test_attention(&x, &r);
     test_sample(&x, &r);
+    test_moe(&x, &r);
     test_graph(&x, &r);
     test_upload_errors(&x);
     if (!x.quick) test_roofline(&x);

@@ -205,12 +205,16 @@ static void test_pool_full(const char *path) {
 int main(void) {
     const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
     char path[600];
-    // F32 (stories260K) and a quantized synthetic model with GQA and qk-norm.
+    // F32 (stories260K), a quantized synthetic model with GQA and qk-norm, and an MoE.
     snprintf(path, sizeof path, "%s/models/gguf/stories260K.gguf", shared);
     test_model(path);
     test_pool_full(path);
     test_split_prompt(path);
     snprintf(path, sizeof path, "%s/models/gguf/synth-qwen3-Q4_K_M.gguf", shared);
+    test_model(path);
+    test_split_prompt(path);
+    // a mixture of experts: rows of a pass share the experts' matrix products
+    snprintf(path, sizeof path, "%s/models/gguf/synth-qwen3moe-Q4_K_M.gguf", shared);
     test_model(path);
     test_split_prompt(path);
     if (n_fail) {

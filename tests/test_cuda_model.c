@@ -9,6 +9,9 @@
 //    argmax wherever the CPU's top-2 margin exceeds the backends' difference.
 //    With fp16 KV caches, and again with q8 ones (--kv q8) where the model's
 //    head size allows them (a multiple of 32).
+//    A mixture of experts' device run takes the CPU's choice of experts
+//    (tests/moe_force.h: a router near-tie would otherwise flip an expert and
+//    every later position with it) and is held to an NMSE of 5e-3.
 // 2. Every golden continuation in $SHARED/golden/{stories,synth,synth2}.tsv
 //    (llama.cpp's greedy output; GOLDEN_MODELS names a subset; synth2.tsv's
 //    models the CPU cannot run yet are skipped), generated on the GPU as quill generates:
@@ -33,6 +36,7 @@
 #include "tokenizer.h"
 #include "util.h"
 #include "check.h"
+#include "moe_force.h"
 
 #ifndef QUILL_CUDA
 int main(void) {
@@ -150,9 +154,14 @@ static int32_t *prompt_ids(const tokenizer *tok, const char *text, int extra, in
 
 // ---- 1. logits on every model ---------------------------------------------------
 
-static void compare_model(const char *path, int kv_type) {
+
+
+static void compare_model(const char *path, int kv_type, const model_config *cfg) {
     char err[ERR_LEN];
-    model *mc = load_kv(path, &cpu_backend, kv_type), *mg = mc ? load_kv(path, DEVICE, kv_type) : NULL;
+    const int moe = cfg->n_expert > 0;
+    if (moe) force_reset(cfg, CTX, DEVICE);  // the device takes the CPU's choices of experts (moe_force.h)
+    model *mc = load_kv(path, moe ? &force_cpu : &cpu_backend, kv_type);
+    model *mg = mc ? load_kv(path, moe ? &force_dev : DEVICE, kv_type) : NULL;
     tokenizer *tok = NULL;
     if (!mc || !mg || tok_load(&tok, model_gguf(mc), err)) {
         if (mc && mg) printf("FAIL %s: tokenizer: %s\n", path, err), n_checks++, n_failed++;
@@ -166,6 +175,7 @@ static void compare_model(const char *path, int kv_type) {
     int32_t *ids = prompt_ids(tok, "Once upon a time", n_gen, &n);
     float *Lc = xmalloc(sizeof(float) * n_gen * V), *Lg = xmalloc(sizeof(float) * (n + n_gen) * V);
     const int k = greedy_cpu(mc, tok, ids, n, n_gen, ids + n, Lc, err);
+    force_replay();
     model_rewind(mg, 0);
     if (k < 1 || model_forward(mg, ids, n + k - 1, 1, Lg, err)) {
         printf("FAIL %s: %s\n", path, err);
@@ -182,10 +192,15 @@ static void compare_model(const char *path, int kv_type) {
             if (ga != ca) flips++, hard += c[ca] - c[cb] > noise;
         }
         n_checks++;
-        const int ok = worst < 1e-3 && !hard;
+        // the synthetic MoE files amplify rounding: on the CPU alone, computing
+        // their Q4_K attention projections as a prompt's (llama.cpp's order for
+        // groups of 4 rows) instead of one row at a time moves the logits by
+        // an nmse of 6e-4 (dense files: 1e-5); a wrong expert moves them by 0.3
+        const int ok = worst < (moe ? 5e-3 : 1e-3) && !hard;
         n_failed += !ok;
-        printf("%s %s, %s KV: %d steps, worst logits nmse %.3g, argmax differs at %d (%d beyond the noise)\n",
-               ok ? "ok  " : "FAIL", path, kv_type == KV_Q8 ? "q8" : "f16", k, worst, flips, hard);
+        printf("%s %s, %s KV%s: %d steps, worst logits nmse %.3g, argmax differs at %d (%d beyond the noise)\n",
+               ok ? "ok  " : "FAIL", path, kv_type == KV_Q8 ? "q8" : "f16", moe ? ", the CPU's experts" : "", k, worst,
+               flips, hard);
     }
     free(ids), free(Lc), free(Lg);
     tok_free(tok);
@@ -364,8 +379,8 @@ int main(void) {
                 printf("skip %s: the CPU cannot run it (%s)\n", g.gl_pathv[i], err);
                 continue;
             }
-            compare_model(g.gl_pathv[i], KV_F16);
-            if (model_cfg(m)->head_dim % 32 == 0) compare_model(g.gl_pathv[i], KV_Q8);
+            compare_model(g.gl_pathv[i], KV_F16, model_cfg(m));
+            if (model_cfg(m)->head_dim % 32 == 0) compare_model(g.gl_pathv[i], KV_Q8, model_cfg(m));
             model_free(m);
         }
         globfree(&g);
@@ -374,6 +389,7 @@ int main(void) {
     golden_file(shared, "synth.tsv", 0);
     golden_file(shared, "synth2.tsv", 1);
     printf("%d checks, %d failed, %d near ties\n", n_checks, n_failed, n_ties);
+    force_free();
     return n_failed ? 1 : 0;
 }
 #endif
