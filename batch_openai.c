@@ -179,9 +179,8 @@ static int chat_prompt(batch_input *bi, record *r, json_t *messages, json_t *kwa
     json_decref(msgs);
     json_decref(vars);
     if (rc) return -1;
-    const char *bos = bi->tpl.bos;
     r->special = 1;
-    r->add_bos = !bi->o->no_bos && tok_add_bos(bi->tok) && !(bos && *bos && !strncmp(r->prompt, bos, strlen(bos)));
+    r->add_bos = !bi->o->no_bos && tpl_add_bos(&bi->tpl, bi->tok, r->prompt);
     for (const char *const *s = bi->tpl.stops; s && *s && r->n_stops < MAX_REC_STOPS; s++)
         if (!(r->stops[r->n_stops++] = strdup(*s))) return errf(msg, "out of memory");
     return 0;
