@@ -111,9 +111,9 @@ static int deliver_error(run *R, record *r, const char *code, const char *msg) {
     return deliver_json(R, r, record_error(&R->in, r, code, msg));
 }
 
-// Makes room in R->done for record number index.
+// Makes room in R->done for record number index (ordered output only).
 static int grow_done(run *R, int index) {
-    if (index < R->done_cap) return 0;
+    if (R->o->unordered || index < R->done_cap) return 0;
     int cap = R->done_cap ? 2 * R->done_cap : 64;
     char **d = realloc(R->done, sizeof *d * (size_t)cap);
     if (!d) return errf(R->err, "out of memory");

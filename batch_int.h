@@ -74,6 +74,8 @@ typedef struct {
 // with err ("line N: ...").
 int resume_scan(int fd, resume_set *rs, char *err);
 void resume_free(resume_set *rs);
+// Whether s[0..n) is blank (spaces, tabs, CRs): a line that is no record.
+int batch_blank(const char *s, size_t n);
 
 // ---- records ----------------------------------------------------------------
 

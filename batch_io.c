@@ -121,7 +121,7 @@ static int line_key(const char *s, size_t n, batch_key *k, int *by_line, char *m
     return rc;
 }
 
-static int blank_line(const char *s, size_t n) {
+int batch_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
     return 1;
@@ -149,7 +149,7 @@ static long scan_lines(int fd, resume_set *rs, char *err) {
             batch_key k;
             int by_line = 0;
             line_no++;
-            if (blank_line(buf + start, (size_t)(nl - buf) - start)) continue;
+            if (batch_blank(buf + start, (size_t)(nl - buf) - start)) continue;
             if (line_key(buf + start, (size_t)(nl - buf) - start, &k, &by_line, msg))
                 return free(buf), errf(err, "line %ld: %s", line_no, msg);
             if (keyset_add(by_line ? &rs->lines : &rs->ids, k) < 0) return free(buf), errf(err, "out of memory");

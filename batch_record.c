@@ -148,12 +148,6 @@ static int record_id(batch_input *bi, record *r, json_t *root, char *msg) {
 
 // ---- reading ----------------------------------------------------------------------------
 
-static int blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
-    return 1;
-}
-
 // The first record decides an unnamed format: an OpenAI request has "custom_id"
 // (or "body"), anything else is quill's.
 static void detect_format(batch_input *bi, json_t *root) {
@@ -191,12 +185,9 @@ static int record_parse(batch_input *bi, record *r, json_t *root, const char *pa
         *code = ERR_DUPLICATE;
         return errf(msg, "the id was used by an earlier record (ids must be unique)");
     }
-    if (bi->format == BATCH_OPENAI) {
-        if (openai_parse(bi, r, root, code, msg)) return -1;
-    } else if (bi->format == BATCH_QUILL) {
-        if (!json_is_object(root)) return errf(msg, "expected a JSON object");
-        if (quill_fields(r, root, msg)) return -1;
-    }
+    if (bi->format != BATCH_LINES && !json_is_object(root)) return errf(msg, "expected a JSON object");
+    if (bi->format == BATCH_OPENAI && openai_parse(bi, r, root, code, msg)) return -1;
+    if (bi->format == BATCH_QUILL && quill_fields(r, root, msg)) return -1;
     if (batch_features_check(r, msg)) return *code = ERR_UNSUPPORTED, -1;
     return 0;
 }
@@ -257,7 +248,7 @@ int record_next(batch_input *bi, record **r, const char **code, char *msg, char 
         size_t len = (size_t)n;
         if (len && line[len - 1] == '\n') len--;
         if (len && line[len - 1] == '\r') len--;
-        if (blank(line, len)) continue;
+        if (batch_blank(line, len)) continue;
         rc = record_of_line(bi, line, len, r, code, msg);
         if (rc < 0) errf(err, "out of memory");
     }
