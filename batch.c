@@ -7,9 +7,7 @@
 // token budget can reach, so a running sequence never finds the pool full.
 #include "batch.h"
 
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

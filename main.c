@@ -678,8 +678,10 @@ static int cmd_generate(const options *o) {
     double t0 = now_sec();
     int n;
     int32_t *ids = tokenize(o, tok, prompt, plen, &n);
+    const int ctx = model_ctx(m);
+    if (n == 0 || n > ctx) free(ids);  // freed before exiting: LeakSanitizer need not find it on the stack
     if (n == 0) die("the prompt is empty and the model has no BOS token to start from");
-    if (n > model_ctx(m)) die("the prompt is %d tokens but the context holds %d (raise -c)", n, model_ctx(m));
+    if (n > ctx) die("the prompt is %d tokens but the context holds %d (raise -c)", n, ctx);
     if (o->echo && (fwrite(prompt, 1, plen, stdout) != plen || fflush(stdout))) return 0;
     sampler *smp = sampler_new(&o->sp, model_cfg(m)->n_vocab);
     float *logits = malloc(sizeof(float) * model_cfg(m)->n_vocab);
