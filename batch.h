@@ -6,7 +6,7 @@
 // "prompt" is required), OpenAI Batch requests ({"custom_id", "method",
 // "url", "body"}, as `vllm run-batch` reads them; batch_openai.c), or one
 // prompt per line. Output has the input's shape: quill's result records, or
-// OpenAI Batch response lines. Every record has an id (batch_key.h): shards
+// OpenAI Batch response lines. Every record has an id (batch_int.h): shards
 // pick records by its hash, resume skips the ids already in the output, and
 // a repeated id is an error record. Up to
 // `parallel` sequences decode together, one forward pass per step (each
