@@ -7,35 +7,19 @@
 // token budget can reach, so a running sequence never finds the pool full.
 #include "batch.h"
 
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "batch_int.h"
 #include "textout.h"
 #include "grammar.h"
 #include "json_schema.h"
 #include "logprobs.h"
 #include "reasoning.h"
 #include "util.h"
-
-#define MAX_REC_STOPS 16
-#define REC_MAX_BYTES (64u << 20)  // a longer input line is an error record
-
-typedef struct {              // one input record; then its output line
-    int index;                // 0-based record number: the output order
-    int line;                 // 1-based input line
-    json_t *id;               // "id" as given (owned), or NULL: the line number is used
-    char *prompt;             // NUL-terminated (owned)
-    size_t prompt_len;
-    int n;                    // max new tokens (-1: until EOS or the context end)
-    sampler_params sp;
-    char *stops[MAX_REC_STOPS];  // owned
-    int n_stops;
-    grammar *g;               // "grammar" / "json_schema" (owned), or NULL: the command line's
-    int logprobs;             // "logprobs": alternatives per token (-1: none)
-} record;
 
 typedef struct {              // a sequence running in a slot
     record *r;                // NULL: the slot is free
@@ -61,13 +45,12 @@ typedef struct {
     model *m;
     const tokenizer *tok;
     const batch_opts *o;
-    FILE *in, *out;
+    batch_input in;
+    batch_out out;
     batch_summary *sum;
     char *err;
-    int eof, closed;          // input ended; output closed (EPIPE)
-    int line_no, n_records;
     record *waiting;          // read, not admitted (the pool is full)
-    char **done;              // [n_records] output lines not yet written (ordered mode)
+    char **done;              // [in.n_records] output lines not yet written (ordered mode)
     int done_cap, next_out;
     slot *slots;              // [parallel]
     long n_admitted;
@@ -80,7 +63,8 @@ typedef struct {
     gvocab *gv;               // the vocabulary trie, built for the first grammar
     model_tok *toks;          // [chunk + parallel] a pass's tokens
     slot **dec;               // [parallel] a pass's decoding slots
-    double t_progress;
+    double t0, t_progress;
+    long total;               // non-blank input lines (progress; 0: unknown)
 } run;
 
 int batch_model_seqs(const batch_opts *o) { return o->parallel + 1; }
@@ -89,41 +73,26 @@ static int round_block(int n) { return (n + KV_BLOCK - 1) / KV_BLOCK * KV_BLOCK;
 
 // ---- output -------------------------------------------------------------
 
-// Copies s[0..n) into a new NUL-terminated string, each byte that is not
-// part of valid UTF-8 replaced by U+FFFD (JSON strings must be UTF-8).
-static char *valid_utf8(const char *s, size_t n) { return utf8_sanitized(s, n, NULL); }
-
-static void free_record(record *r) {
-    if (!r) return;
-    json_decref(r->id);
-    free(r->prompt);
-    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
-    grammar_free(r->g);
-    free(r);
-}
-
 static int stopped(const run *R) { return R->o->stop && *R->o->stop; }
 
 static int write_line(run *R, const char *line) {
-    if (R->closed) return 0;
-    if (fputs(line, R->out) < 0 || fputc('\n', R->out) < 0 || fflush(R->out)) {
-        if (errno == EPIPE || stopped(R)) return R->closed = 1, 0;  // a signal may break the write
-        return errf(R->err, "cannot write the output: %s", strerror(errno));
-    }
-    return 0;
+    return out_write(&R->out, line, strlen(line), R->err);
 }
 
-// Hands record r's output line (owned) over: written now (unordered, or
-// next in order) or kept until the records before it are written.
+// Hands record r's output line (owned, newline included) over: written now
+// (unordered, or next in order) or kept until the records before it are
+// written. The record is freed.
 static int deliver(run *R, record *r, char *line) {
     R->sum->n_records++;
+    const int index = r->index;
+    record_free(r);
     if (R->o->unordered) {
         int rc = write_line(R, line);
         free(line);
         return rc;
     }
-    R->done[r->index] = line;
-    for (; R->next_out < R->n_records && R->done[R->next_out]; R->next_out++) {
+    R->done[index] = line;
+    for (; R->next_out < R->in.n_records && R->done[R->next_out]; R->next_out++) {
         int rc = write_line(R, R->done[R->next_out]);
         free(R->done[R->next_out]);
         R->done[R->next_out] = NULL;
@@ -132,175 +101,49 @@ static int deliver(run *R, record *r, char *line) {
     return 0;
 }
 
-// Serializes obj (consumed) and delivers it as r's output.
+// Serializes obj (consumed) as one line and delivers it as r's output.
 static int deliver_json(run *R, record *r, json_t *obj) {
-    json_t *rec = json_object();  // "id" first, for people reading the output
-    if (!obj || !rec) return json_decref(obj), json_decref(rec), errf(R->err, "out of memory");
-    json_object_set_new(rec, "id", r->id ? json_incref(r->id) : json_integer(r->line));
-    json_object_update(rec, obj);
+    char *line = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(obj);
-    char *line = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(rec);
-    if (!line) return errf(R->err, "out of memory");
-    return deliver(R, r, line);
+    size_t n = line ? strlen(line) : 0;
+    char *l = line ? realloc(line, n + 2) : NULL;
+    if (!l) return free(line), record_free(r), errf(R->err, "out of memory");
+    l[n] = '\n', l[n + 1] = 0;
+    return deliver(R, r, l);
 }
 
 // An error record for r, which is freed.
-static int deliver_error(run *R, record *r, const char *msg) {
+static int deliver_error(run *R, record *r, const char *code, const char *msg) {
     R->sum->n_errors++;
-    char *m = valid_utf8(msg, strlen(msg));
-    json_t *o = json_object();
-    if (o && m) {
-        json_object_set_new(o, "line", json_integer(r->line));
-        json_object_set_new(o, "error", json_string(m));
-    }
-    free(m);
-    int rc = deliver_json(R, r, o);
-    free_record(r);
-    return rc;
+    return deliver_json(R, r, record_error(&R->in, r, code, msg));
 }
 
-// ---- input --------------------------------------------------------------
-
-// "grammar": GBNF text; "json_schema": a schema (an object, or true).
-static int parse_grammar(record *r, const char *key, json_t *v, char *msg) {
-    char *text = NULL, err[ERR_LEN];
-    size_t len;
-    if (r->g) return errf(msg, "give \"grammar\" or \"json_schema\", not both");
-    if (key[0] == 'g') {
-        if (!json_is_string(v)) return errf(msg, "\"grammar\" must be a string (GBNF)");
-        if (grammar_parse(&r->g, json_string_value(v), json_string_length(v), err)) return errf(msg, "%s", err);
-        return 0;
-    }
-    if (!json_is_object(v) && !json_is_true(v)) return errf(msg, "\"json_schema\" must be a JSON Schema object");
-    if (!(text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY))) return errf(msg, "out of memory");
-    len = strlen(text);
-    char *gbnf = NULL;
-    int rc = json_schema_to_gbnf(text, len, &gbnf, err) || grammar_parse(&r->g, gbnf, strlen(gbnf), err);
-    free(text), free(gbnf);
-    return rc ? errf(msg, "%s", err) : 0;
-}
-
-// Reads the fields of one JSON record into r; a message in msg on error.
-static int parse_fields(record *r, json_t *root, char *msg) {
-    const char *key;
-    json_t *v;
-    if (!json_is_object(root)) return errf(msg, "expected a JSON object");
-    json_object_foreach(root, key, v) {
-        if (!strcmp(key, "id")) r->id = json_incref(v);
-        else if (!strcmp(key, "prompt")) {
-            if (!json_is_string(v)) return errf(msg, "\"prompt\" must be a string");
-            r->prompt_len = json_string_length(v);
-            if (!(r->prompt = malloc(r->prompt_len + 1))) return errf(msg, "out of memory");
-            memcpy(r->prompt, json_string_value(v), r->prompt_len + 1);
-        } else if (!strcmp(key, "n")) {
-            if (!json_is_integer(v) || json_integer_value(v) < -1 || json_integer_value(v) > (1 << 30))
-                return errf(msg, "\"n\" must be an integer >= -1");
-            r->n = (int)json_integer_value(v);
-        } else if (!strcmp(key, "temp")) {
-            double t = json_number_value(v);
-            if (!json_is_number(v) || !(t >= 0 && t <= 100)) return errf(msg, "\"temp\" must be a number in [0, 100]");
-            r->sp.temp = (float)t;
-        } else if (!strcmp(key, "seed")) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0) return errf(msg, "\"seed\" must be an integer >= 0");
-            r->sp.seed = (uint64_t)json_integer_value(v);
-        } else if (!strcmp(key, "stop")) {
-            if (json_is_string(v)) v = json_pack("[O]", v);
-            else if (json_is_array(v)) json_incref(v);
-            else return errf(msg, "\"stop\" must be a string or an array of strings");
-            size_t i;
-            json_t *s;
-            for (int k = 0; k < r->n_stops; k++) free(r->stops[k]);
-            r->n_stops = 0;
-            json_array_foreach(v, i, s) {
-                if (!json_is_string(s) || !json_string_length(s) || r->n_stops == MAX_REC_STOPS) {
-                    json_decref(v);
-                    return errf(msg, "\"stop\" must hold at most %d non-empty strings", MAX_REC_STOPS);
-                }
-                r->stops[r->n_stops++] = strdup(json_string_value(s));
-            }
-            json_decref(v);
-        } else if (!strcmp(key, "logprobs")) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > SAMPLE_MAX_TOP)
-                return errf(msg, "\"logprobs\" must be an integer in [0, %d]", SAMPLE_MAX_TOP);
-            r->logprobs = (int)json_integer_value(v);
-        } else if (!strcmp(key, "grammar") || !strcmp(key, "json_schema")) {
-            if (parse_grammar(r, key, v, msg)) return -1;
-        } else {
-            return errf(msg, "unknown field \"%.40s\" (records have id, prompt, n, temp, seed, stop, logprobs, grammar, "
-                        "json_schema)", key);
-        }
-    }
-    if (!r->prompt) return errf(msg, "the record has no \"prompt\"");
+// Makes room in R->done for record number index (ordered output only).
+static int grow_done(run *R, int index) {
+    if (R->o->unordered || index < R->done_cap) return 0;
+    int cap = R->done_cap ? 2 * R->done_cap : 64;
+    char **d = realloc(R->done, sizeof *d * (size_t)cap);
+    if (!d) return errf(R->err, "out of memory");
+    memset(d + R->done_cap, 0, sizeof *d * (size_t)(cap - R->done_cap));
+    R->done = d, R->done_cap = cap;
     return 0;
 }
 
-// A record from one input line (without its newline); 0, or -1 with msg.
-static int parse_record(run *R, record *r, char *line, size_t len, char *msg) {
-    long bad = utf8_invalid_at(line, len);
-    if (bad >= 0) return errf(msg, "invalid UTF-8 at byte %ld", bad + 1);
-    if (R->o->lines) {
-        if (!(r->prompt = malloc(len + 1))) return errf(msg, "out of memory");
-        memcpy(r->prompt, line, len);
-        r->prompt[r->prompt_len = len] = 0;
-        return 0;
-    }
-    json_error_t je;
-    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return errf(msg, "invalid JSON at column %d: %s", je.column, je.text);
-    int rc = parse_fields(r, root, msg);
-    json_decref(root);
-    return rc;
-}
-
-static int blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
-    return 1;
-}
-
-// The next valid record, or NULL at the end of the input (or on a fatal
-// error: R->err set, returns NULL with *fatal). Invalid lines become error
-// records on the way; blank lines are skipped.
+// The next record that runs, or NULL at the end of the input (or on a fatal
+// error: R->err set, *fatal). Lines that cannot run become error records on
+// the way.
 static record *next_record(run *R, int *fatal) {
-    char *line = NULL;
-    size_t cap = 0;
-    record *out = NULL;
-    *fatal = 0;
-    while (!out && !R->eof) {
-        errno = 0;
-        ssize_t n = getline(&line, &cap, R->in);
-        if (n < 0) {
-            if (ferror(R->in) && !stopped(R)) *fatal = 1, errf(R->err, "cannot read the input: %s", strerror(errno));
-            R->eof = 1;
-            break;
-        }
-        R->line_no++;
-        size_t len = (size_t)n;
-        if (len && line[len - 1] == '\n') len--;
-        if (len && line[len - 1] == '\r') len--;
-        if (blank(line, len)) continue;
-        record *r = calloc(1, sizeof *r);
-        if (!r || R->n_records == R->done_cap) {
-            int cap2 = R->done_cap ? 2 * R->done_cap : 64;
-            char **d = r ? realloc(R->done, sizeof *d * (size_t)cap2) : NULL;
-            if (!d) { free(r); *fatal = 1; errf(R->err, "out of memory"); break; }
-            memset(d + R->done_cap, 0, sizeof *d * (size_t)(cap2 - R->done_cap));
-            R->done = d, R->done_cap = cap2;
-        }
-        *r = (record){.index = R->n_records++, .line = R->line_no, .n = R->o->n_predict, .sp = R->o->sp,
-                      .logprobs = R->o->logprobs};
-        for (int i = 0; i < R->o->n_stops; i++) r->stops[r->n_stops++] = strdup(R->o->stops[i]);
+    for (;;) {
+        record *r;
+        const char *code = ERR_INVALID;
         char msg[ERR_LEN];
-        if (len > REC_MAX_BYTES) errf(msg, "the line is longer than %u bytes", REC_MAX_BYTES);
-        if (len > REC_MAX_BYTES || parse_record(R, r, line, len, msg)) {
-            if (deliver_error(R, r, msg)) { *fatal = 1; break; }
-            continue;
-        }
-        out = r;
+        int rc = record_next(&R->in, &r, &code, msg, R->err);
+        *fatal = rc < 0;
+        if (rc <= 0) return NULL;
+        if (grow_done(R, r->index)) return record_free(r), *fatal = 1, NULL;
+        if (!*msg) return r;
+        if (deliver_error(R, r, code, msg)) return *fatal = 1, NULL;
     }
-    free(line);
-    return out;
 }
 
 // ---- sequences ----------------------------------------------------------
@@ -312,7 +155,7 @@ static void free_slot(slot *s) {
     sampler_free(s->smp);
     gcon_free(s->gc);
     json_decref(s->lp);
-    free_record(s->r);
+    record_free(s->r);
     *s = (slot){.seq = -1};
 }
 
@@ -325,9 +168,8 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
     int32_t *ids;
     int n;
     *fatal = 0;
-    if (tok_encode(R->tok, r->prompt, r->prompt_len, !R->o->no_bos && tok_add_bos(R->tok), R->o->special,
-                   &ids, &n, msg))
-        return *fatal = deliver_error(R, r, msg), -1;
+    if (tok_encode(R->tok, r->prompt, r->prompt_len, r->add_bos, r->special, &ids, &n, msg))
+        return *fatal = deliver_error(R, r, ERR_INVALID, msg), -1;
     const char *why = NULL;
     if (n == 0) why = "the prompt is empty and the model has no BOS token to start from";
     else if (n > ctx) errf(msg, "the prompt is %d tokens but the context holds %d (raise -c)", n, ctx), why = msg;
@@ -335,7 +177,7 @@ static int admit(run *R, slot *s, record *r, int *fatal) {
         errf(msg, "the prompt is %d tokens but the KV pool holds %d (raise --kv-mem)", n, R->pool), why = msg;
     if (why) {
         free(ids);
-        *fatal = deliver_error(R, r, why);
+        *fatal = deliver_error(R, r, n ? ERR_CONTEXT : ERR_INVALID, why);
         return -1;
     }
     int limit = r->n < 0 || (long)n + r->n > ctx ? ctx : n + r->n;
@@ -414,29 +256,27 @@ static int finish(run *R, slot *s, const char *reason) {
     if (strcmp(reason, "stop") && textout_finish(&s->out) < 0) return errf(R->err, "out of memory");
     if (textout_finish(&s->rout) < 0) return errf(R->err, "out of memory");
     batch_summary *sum = R->sum;
-    const double ttft = s->t_first - s->t_start;
-    const double tpot = s->n_gen > 1 ? (s->t_last - s->t_first) / (s->n_gen - 1) : 0;
+    const record *r = s->r;
+    batch_result res = {.n_gen = s->n_gen, .n_prompt = s->n_ids, .reason = reason,
+                        .ttft = s->n_gen ? s->t_first - s->t_start : 0,
+                        .tpot = s->n_gen > 1 ? (s->t_last - s->t_first) / (s->n_gen - 1) : 0};
+    if (!strcmp(reason, "stop") && s->out.stop_hit >= 0 && s->out.stop_hit < r->n_user_stops)
+        res.stop = r->stops[s->out.stop_hit];  // not a chat template's end of turn
     sum->gen_tokens += s->n_gen;
-    if (s->n_gen > 0) sum->sum_ttft += ttft;
-    if (s->n_gen > 1) sum->sum_tpot += tpot, sum->n_tpot++;
+    if (s->n_gen > 0) sum->sum_ttft += res.ttft;
+    if (s->n_gen > 1) sum->sum_tpot += res.tpot, sum->n_tpot++;
     char *text = valid_utf8(s->out.text ? s->out.text : "", s->out.len);
-    json_t *o = json_object();
-    if (o && text) {
-        json_object_set_new(o, "text", json_string(text));
-        json_object_set_new(o, "tokens", json_integer(s->n_gen));
-        json_object_set_new(o, "finish_reason", json_string(reason));
-        json_object_set_new(o, "prompt_tokens", json_integer(s->n_ids));
-        json_object_set_new(o, "ttft_ms", json_real(s->n_gen ? round(ttft * 1e6) / 1e3 : 0));
-        json_object_set_new(o, "tpot_ms", json_real(round(tpot * 1e6) / 1e3));
-        if (s->gc) json_object_set_new(o, "grammar_complete", json_boolean(gcon_can_end(s->gc)));
-        if (s->lp) json_object_set_new(o, "logprobs", json_pack("{sO}", "content", s->lp));
-        char *rtext = s->rs.opened ? valid_utf8(s->rout.text ? s->rout.text : "", s->rout.len) : NULL;
-        if (rtext) json_object_set_new(o, "reasoning", json_string(rtext));
-        if (s->rs.opened) json_object_set_new(o, "reasoning_closed", json_boolean(!s->rs.think));
-        free(rtext);
-    }
+    res.text = text;
+    res.lp = s->lp;
+    res.grammar = s->gc ? gcon_can_end(s->gc) : -1;
+    char *rtext = s->rs.opened ? valid_utf8(s->rout.text ? s->rout.text : "", s->rout.len) : NULL;
+    res.reasoning = rtext;
+    res.reasoning_closed = s->rs.opened ? !s->rs.think : -1;
+    json_t *line = text && (rtext || !s->rs.opened) ? record_result(&R->in, r, &res) : NULL;
+    free(rtext);
     free(text);
-    int rc = deliver_json(R, s->r, o);
+    int rc = deliver_json(R, s->r, line);
+    s->r = NULL;  // freed by deliver_json
     R->reserved -= s->reserved;
     if (s->seq >= 0) keep_prefix(R, s);
     free_slot(s);
@@ -531,14 +371,49 @@ static int step(run *R) {
     return 0;
 }
 
+// Lines in the input when it is a regular file (read with pread: the
+// stream's position stays), for the progress line; 0 when unknown.
+static long count_lines(FILE *in) {
+    struct stat st;
+    if (fstat(fileno(in), &st) || !S_ISREG(st.st_mode)) return 0;
+    char buf[1 << 16];
+    long n = 0, last = '\n';
+    ssize_t r;
+    for (off_t off = 0; (r = pread(fileno(in), buf, sizeof buf, off)) > 0; off += r) {
+        for (char *p = buf; (p = memchr(p, '\n', (size_t)(buf + r - p))); p++) n++;
+        last = buf[r - 1];
+    }
+    return n + (last != '\n');
+}
+
+static void hms(char *b, size_t cap, double s) {
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    snprintf(b, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+// The progress line on a terminal, redrawn at most twice a second: records
+// done of this run's total (estimated from the lines read so far while the
+// input runs: a shard's share of the file is known only at its end), tokens/s
+// and the time left at the rate so far.
 static void progress(run *R, int final) {
     const double t = now_sec();
     if (!R->o->progress || (!final && t - R->t_progress < 0.5)) return;
     R->t_progress = t;
     const batch_summary *sum = R->sum;
-    fprintf(stderr, "\rquill batch: %d done, %ld tokens, %.1f tok/s ", sum->n_records, sum->gen_tokens,
-            sum->wall > 0 ? sum->gen_tokens / sum->wall : 0.0);
-    if (final) fputc('\n', stderr);
+    if (final) {
+        fputs("\r\033[K", stderr);  // the summary line follows
+        return;
+    }
+    const long ours = R->in.n_records + sum->resumed, done = sum->n_records + sum->resumed;
+    double total = R->in.eof || !R->total || !R->in.line_no ? (double)ours
+                 : (double)R->total * (double)ours / R->in.line_no;
+    if (total < done) total = (double)done;
+    const double rate = sum->wall > 0 ? sum->n_records / sum->wall : 0;
+    char eta[32] = "?";
+    if (rate > 0 && (R->in.eof || R->total)) hms(eta, sizeof eta, (total - done) / rate);
+    fprintf(stderr, "\r\033[Kquill batch: %ld/%s%.0f records (%ld resumed, %d errors) | %.1f tok/s | ETA %s", done,
+            R->in.eof ? "" : "~", total, sum->resumed, sum->n_errors, sum->wall > 0 ? sum->gen_tokens / sum->wall : 0.0,
+            eta);
 }
 
 // Fills free slots from the input. Returns -1 on a fatal error.
@@ -553,10 +428,9 @@ static int fill_slots(run *R) {
             if (r->n == 0) {  // nothing to generate: no need to prefill either
                 char msg[ERR_LEN];
                 *s = (slot){.r = r, .seq = -1};
-                if (tok_encode(R->tok, r->prompt, r->prompt_len, !R->o->no_bos && tok_add_bos(R->tok),
-                               R->o->special, &s->ids, &s->n_ids, msg)) {
+                if (tok_encode(R->tok, r->prompt, r->prompt_len, r->add_bos, r->special, &s->ids, &s->n_ids, msg)) {
                     *s = (slot){.seq = -1};
-                    if (deliver_error(R, r, msg)) return -1;
+                    if (deliver_error(R, r, ERR_INVALID, msg)) return -1;
                     continue;
                 }
                 R->sum->prompt_tokens += s->n_ids;
@@ -574,13 +448,31 @@ static int fill_slots(run *R) {
     return 0;
 }
 
-int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FILE *out,
+// The run's input and output state: the output checked (a file to append to
+// when resuming, its earlier records read), the input's format.
+static int run_open(run *R, FILE *in, int out_fd, resume_set *done) {
+    const batch_opts *o = R->o;
+    struct stat st;
+    R->in = (batch_input){.o = o, .m = R->m, .tok = R->tok, .in = in, .format = o->format, .sum = R->sum};
+    R->sum->format = o->format;
+    R->out = (batch_out){.fd = out_fd, .is_file = !fstat(out_fd, &st) && S_ISREG(st.st_mode), .t_sync = now_sec()};
+    if (o->progress) R->total = count_lines(in);
+    if (!o->resume) return 0;
+    char msg[ERR_LEN];
+    if (resume_scan(out_fd, done, msg))
+        return errf(R->err, "--resume: %s: %s", o->output_name ? o->output_name : "the output", msg);
+    R->in.done = done;
+    R->sum->torn = done->torn;
+    return 0;
+}
+
+int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, int out_fd,
               batch_summary *sum, char *err) {
     *sum = (batch_summary){0};
     const double t0 = now_sec();
     model_seq_free(m, 0);  // sequence 0 (model_forward's) is not used here
-    run R = {.m = m, .tok = tok, .o = o, .in = in, .out = out, .sum = sum, .err = err, .cache_seq = -1,
-             .pool = model_kv_room(m)};
+    run R = {.m = m, .tok = tok, .o = o, .sum = sum, .err = err, .cache_seq = -1, .pool = model_kv_room(m)};
+    resume_set done = {0};
     const int nv = model_cfg(m)->n_vocab;
     if (sizeof(float) * (double)nv * (o->parallel + 1) > (double)mem_available())
         return errf(err, "the logits of %d sequences x %d tokens need more memory than is available (lower --parallel)",
@@ -589,10 +481,10 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
     R.dec = calloc((size_t)o->parallel, sizeof *R.dec);
     R.logits = malloc(sizeof(float) * nv * (size_t)(o->parallel + 1));
     R.toks = malloc(sizeof *R.toks * (size_t)(o->chunk + o->parallel));
-    int rc = 0;
-    if (!R.slots || !R.dec || !R.logits || !R.toks) rc = errf(err, "out of memory");
+    int rc = run_open(&R, in, out_fd, &done);
+    if (!rc && (!R.slots || !R.dec || !R.logits || !R.toks)) rc = errf(err, "out of memory");
     for (int i = 0; !rc && i < o->parallel; i++) R.slots[i].seq = -1;
-    while (!rc && !R.closed && !stopped(&R)) {
+    while (!rc && !R.out.closed && !stopped(&R)) {
         if (fill_slots(&R)) { rc = -1; break; }
         int live = 0;
         for (int i = 0; i < o->parallel; i++) live += R.slots[i].r != NULL;
@@ -604,12 +496,15 @@ int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FIL
         sum->wall = now_sec() - t0;
         progress(&R, 0);
     }
+    if (!rc) rc = out_sync(&R.out, err);
     sum->interrupted = stopped(&R);
     for (int i = 0; R.slots && i < o->parallel; i++)
         if (R.slots[i].r) free_slot(&R.slots[i]);
-    free_record(R.waiting);
-    for (int i = 0; i < R.n_records; i++) free(R.done[i]);
+    record_free(R.waiting);
+    for (int i = 0; i < R.in.n_records && i < R.done_cap; i++) free(R.done[i]);
     free(R.done);
+    input_free(&R.in);
+    resume_free(&done);
     free(R.cache_ids);
     free(R.slots);
     free(R.dec);

@@ -1,9 +1,16 @@
 // batch.h — generation for many prompts in one process: continuous batching
 // over the paged KV cache.
 //
-// Input is JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop",
+// Input is one record per line in one of three formats (batch_format):
+// quill's JSON Lines ({"id", "prompt", "n", "temp", "seed", "stop",
 // "logprobs" (0-20 alternatives per token: the result gets "logprobs"),
-// "grammar" (GBNF text) or "json_schema" (a schema); only "prompt" is required) or, with `lines`, one prompt per line. Up to
+// "grammar" (GBNF text) or "json_schema" (a schema); only "prompt" is
+// required), OpenAI Batch requests ({"custom_id", "method", "url", "body"},
+// as `vllm run-batch` reads them; batch_openai.c), or one prompt per line.
+// Output has the input's shape: quill's result records, or OpenAI Batch
+// response lines. Every record has an id (batch_int.h): shards pick records
+// by its hash, resume skips the ids already in the output, and a repeated id
+// is an error record. Up to
 // `parallel` sequences decode together, one forward pass per step (each
 // weight read once for all of them); a finished sequence's slot is refilled
 // from the input at once. A new prompt is prefilled in chunks that share the
@@ -18,6 +25,7 @@
 #ifndef QUILL_BATCH_H
 #define QUILL_BATCH_H
 
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -26,12 +34,22 @@
 #include "sample.h"
 #include "tokenizer.h"
 
+typedef enum { BATCH_AUTO, BATCH_QUILL, BATCH_LINES, BATCH_OPENAI } batch_format;
+
 typedef struct {
     sampler_params sp;         // defaults for records that give no temp / seed
     int n_predict;             // default "n" (-1: until EOS or the context end)
     const char *const *stops;  // default "stop" strings
     int n_stops;
-    int lines;                 // input: one prompt per line, not JSON
+    batch_format format;       // the input's; BATCH_AUTO: the first record decides (OpenAI when
+                               // it has "custom_id", else quill's)
+    int shard, n_shards;       // run only the records whose id hashes to shard (n_shards 0: all)
+    int resume;                // the output (out_fd, a regular file) already holds results:
+                               // skip their records, cut a torn last line, append
+    const char *template_name; // chat records: --chat-template (NULL: the model's own)
+    const json_t *vars;        // chat records: more template variables (--var); NULL: none
+    const char *model_name;    // "model" in OpenAI responses
+    const char *output_name;   // the output's name, for messages
     int unordered;             // output: as each finishes, not in input order
     int parallel;              // sequences decoding at once (the model holds parallel + 1)
     int chunk;                 // prompt tokens per prefill chunk (a multiple of PREFILL_TILE)
@@ -39,7 +57,7 @@ typedef struct {
     const grammar *grammar;    // --grammar / --json-schema for records without their own (NULL: none)
     int logprobs;              // --logprobs N: default "logprobs" of the records (-1: none)
     int reasoning;             // 1: a reasoning model's thinking goes to "reasoning", apart from "text"
-    int progress;              // a progress line on stderr (a terminal)
+    int progress;              // a progress line on stderr (a terminal): done/total, tok/s, ETA
     volatile sig_atomic_t *stop;  // non-zero (signals.h's flag) ends the run after the current
                                   // step, writing nothing more; NULL: never
 } batch_opts;
@@ -56,12 +74,19 @@ typedef struct {
     double sum_ttft, sum_tpot; // seconds, over sequences (tpot over those with > 1 token)
     int n_tpot;
     int interrupted;           // the run ended early on o->stop
+    batch_format format;       // the format the input was read in
+    long resumed;              // records skipped: their results were in the output already
+    int torn;                  // resume cut a partial last line off the output
+    long other_shards;         // records left to the other shards
+    int template_fallback;     // chat records used the plain format (the model has no template)
 } batch_summary;
 
 // Sequences the model must be loaded with for o (model_opts.n_seqs).
 int batch_model_seqs(const batch_opts *o);
 
-// Runs every record of `in`, writing results to `out`. Returns 0 when it ran
+// Runs every record of `in`, writing results to out_fd, each line with one
+// write() whose last byte is its newline (fdatasync at most once a second
+// and at the end where out_fd is a file). Returns 0 when it ran
 // to the end of the input (error records included: see sum->n_errors), -1
 // with err on a fatal error (unreadable input, failed write, out of memory).
 // A closed output (EPIPE) ends the run early with 0, and so does o->stop
@@ -70,7 +95,7 @@ int batch_model_seqs(const batch_opts *o);
 // a full disk) holds whole records and at most one partial last line, which
 // has no newline and is not a record; in input order (not unordered), the
 // whole lines are the results of the first records of the input.
-int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, FILE *out,
+int batch_run(model *m, const tokenizer *tok, const batch_opts *o, FILE *in, int out_fd,
               batch_summary *sum, char *err);
 
 #endif

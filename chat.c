@@ -157,9 +157,7 @@ static int conv_tokens(chat *c, const char *partial, size_t partial_len, int32_t
     }
     // parse_special: the template's markers (<|im_start|>, <s>) are single tokens;
     // BOS is added unless the template wrote it
-    const char *bos = c->tpl.bos;
-    int add_bos = tok_add_bos(c->tok) && !(bos && *bos && !strncmp(text, bos, strlen(bos)));
-    int rc = tok_encode(c->tok, text, len, add_bos, 1, ids, n, err);
+    int rc = tok_encode(c->tok, text, len, tpl_add_bos(&c->tpl, c->tok, text), 1, ids, n, err);
     if (!partial_len) reason_init(&c->rs, text, len);  // a template may open the reasoning itself
     free(text);
     return rc;

@@ -6,6 +6,7 @@
 //   quill ppl -m MODEL -f TEXT [-c 512]    perplexity, llama.cpp's protocol
 //   quill bench -m MODEL [-p 512] [-n 128] prefill/decode speed vs the roofline
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,8 +117,9 @@ static void usage(FILE *out) {
         "       quill ppl -m MODEL.gguf -f TEXT [-c 512] [-t N]\n"
         "       quill bench -m MODEL.gguf [-p 512] [-n 128] [-t N] [--stats-json FILE]\n"
         "       quill tokenize -m MODEL.gguf [--ids] [--no-bos] [--special] [TEXT]\n"
-        "       quill batch -m MODEL.gguf [-i FILE] [-o FILE] [--lines] [--parallel N] [--chunk T]\n"
-        "                   [--kv-mem SIZE] [--unordered] [generation options]\n"
+        "       quill batch -m MODEL.gguf [-i FILE] [-o FILE] [--format F] [--lines] [--shard I/N]\n"
+        "                   [--resume] [--parallel N] [--chunk T] [--kv-mem SIZE] [--unordered]\n"
+        "                   [generation options]\n"
         "       quill list [--json]      the models found by name (see -m): name, size, type, path\n"
         "       quill template [-m MODEL.gguf | --chat-template NAME|FILE] [--no-generation-prompt]\n"
         "                   [--var NAME=JSON] [--think MODE] [CONVERSATION.json]\n"
@@ -190,10 +194,14 @@ static void usage(FILE *out) {
         "  -p N, -n N             (bench) prompt and generated tokens to time\n"
         "  -h, --help             this help\n"
         "      --version          the version, git commit, CUDA build and CPU kernels\n"
-        "batch (JSON Lines in: {\"id\", \"prompt\", \"n\", \"temp\", \"seed\", \"stop\", \"logprobs\", \"grammar\", \"json_schema\"}):\n"
+        "batch (quill's JSON Lines records or OpenAI Batch requests in, the same out; see the README):\n"
         "  -i, --input FILE       read the records from FILE (default: stdin)\n"
         "  -o, --output FILE      write the results to FILE (default: stdout)\n"
-        "      --lines            input is one prompt per line\n"
+        "      --format F         the input's format: openai, quill or lines (default: the first record's)\n"
+        "      --lines            input is one prompt per line (--format lines)\n"
+        "      --shard I/N        run only the records whose id hashes to shard I of N (default: the\n"
+        "                         Slurm array task's, from SLURM_ARRAY_TASK_ID/COUNT)\n"
+        "      --resume           append to -o FILE, skipping the records already in it\n"
         "      --parallel N       sequences decoding together (default 4)\n"
         "      --chunk T          prompt tokens per prefill chunk, a multiple of 64 (default 256)\n"
         "      --kv-mem SIZE      bound the KV cache (e.g. 512M); sequences wait for room\n"
@@ -814,8 +822,10 @@ static int cmd_generate(const options *o) {
     double t0 = now_sec();
     int n;
     int32_t *ids = tokenize(o, tok, prompt, plen, &n);
+    const int ctx = model_ctx(m);
+    if (n == 0 || n > ctx) free(ids);  // freed before exiting: LeakSanitizer need not find it on the stack
     if (n == 0) die("the prompt is empty and the model has no BOS token to start from");
-    if (n > model_ctx(m)) die("the prompt is %d tokens but the context holds %d (raise -c)", n, model_ctx(m));
+    if (n > ctx) die("the prompt is %d tokens but the context holds %d (raise -c)", n, ctx);
     if (o->echo && (fwrite(prompt, 1, plen, stdout) != plen || fflush(stdout))) return 0;
     sampler *smp = sampler_new(&o->sp, model_cfg(m)->n_vocab);
     float *logits = malloc(sizeof(float) * model_cfg(m)->n_vocab);
@@ -1195,17 +1205,68 @@ static size_t parse_size(const char *opt, const char *v) {
     return (size_t)(x * scale);
 }
 
-static FILE *open_or_std(const char *path, const char *mode, FILE *std) {
-    if (!strcmp(path, "-")) return std;
-    FILE *f = fopen(path, mode);
+static FILE *open_input(const char *path) {
+    if (!strcmp(path, "-")) return stdin;
+    FILE *f = fopen(path, "r");
     if (!f) die("cannot open '%s': %s", path, strerror(errno));
     return f;
 }
 
-static void print_batch_stats(const options *o, const batch_summary *s, model *m) {
+// The output's descriptor: stdout, or FILE replaced (or, resuming, appended
+// to and read back), locked so that a second run on the same file fails
+// rather than interleaving lines (where the file system has locks).
+static int open_output(const char *path, int resume) {
+    if (resume && !strcmp(path, "-")) die("--resume needs -o FILE: the results already written are read from it");
+    if (!strcmp(path, "-")) return STDOUT_FILENO;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (resume ? O_APPEND : 0), 0666);
+    if (fd < 0) die("cannot open '%s': %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK)
+        die("'%s' is being written by another process (another quill batch on the same output?)", path);
+    struct stat st;
+    if (!resume && !fstat(fd, &st) && S_ISREG(st.st_mode) && ftruncate(fd, 0))
+        die("cannot write '%s': %s", path, strerror(errno));
+    return fd;
+}
+
+// --shard I/N; without it, a Slurm array job's task picks its shard
+// (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, in steps of
+// SLURM_ARRAY_TASK_STEP, of SLURM_ARRAY_TASK_COUNT), said on stderr.
+static void pick_shard(batch_opts *bo, const char *arg, int quiet) {
+    if (arg) {
+        int i, n, len = 0;
+        if (sscanf(arg, "%d/%d%n", &i, &n, &len) != 2 || arg[len] || n < 1 || i < 0 || i >= n)
+            die("option --shard: expected I/N with 0 <= I < N, got '%s'", arg);
+        bo->shard = i, bo->n_shards = n;
+        return;
+    }
+    const char *id = getenv("SLURM_ARRAY_TASK_ID"), *count = getenv("SLURM_ARRAY_TASK_COUNT");
+    if (!id || !count) return;
+    const char *min = getenv("SLURM_ARRAY_TASK_MIN"), *max = getenv("SLURM_ARRAY_TASK_MAX"),
+               *step = getenv("SLURM_ARRAY_TASK_STEP");
+    long t = parse_int("SLURM_ARRAY_TASK_ID", id, 0, INT_MAX), c = parse_int("SLURM_ARRAY_TASK_COUNT", count, 1, INT_MAX);
+    long lo = min ? parse_int("SLURM_ARRAY_TASK_MIN", min, 0, INT_MAX) : 0;
+    long st = step ? parse_int("SLURM_ARRAY_TASK_STEP", step, 1, INT_MAX) : 1;
+    long hi = max ? parse_int("SLURM_ARRAY_TASK_MAX", max, 0, INT_MAX) : lo + (c - 1) * st;
+    if (t < lo || (t - lo) % st || (t - lo) / st >= c || hi != lo + (c - 1) * st)
+        die("this Slurm array (tasks %s..%s step %s, %s of them, this one %s) is not a range of task ids: "
+            "give --shard I/N", min ? min : "0", max ? max : "?", step ? step : "1", count, id);
+    bo->shard = (int)((t - lo) / st), bo->n_shards = (int)c;
+    if (!quiet)
+        fprintf(stderr, "quill batch: shard %d/%d from the Slurm array (SLURM_ARRAY_TASK_ID=%s, TASK_MIN=%ld, "
+                        "TASK_COUNT=%s)\n", bo->shard, bo->n_shards, id, lo, count);
+}
+
+static void print_batch_stats(const options *o, const batch_opts *bo, const batch_summary *s, model *m) {
     const double tps = s->wall > 0 ? s->gen_tokens / s->wall : 0;
     const double ttft = s->n_records ? s->sum_ttft * 1e3 / (s->n_records - s->n_errors > 0 ? s->n_records - s->n_errors : 1) : 0;
     const double tpot = s->n_tpot ? s->sum_tpot * 1e3 / s->n_tpot : 0;
+    static const char *const fmt[] = {"quill", "quill", "lines", "openai"};
+    if (!o->quiet && s->template_fallback)
+        fprintf(stderr, "quill batch: warning: the model has no chat template; chat requests used a plain "
+                        "\"User:/Assistant:\" format (--chat-template NAME|FILE picks another)\n");
+    if (!o->quiet && bo->resume)
+        fprintf(stderr, "quill batch: resumed: %ld records were in the output already%s\n", s->resumed,
+                s->torn ? " (its partial last line was cut off and is run again)" : "");
     if (!o->quiet)
         fprintf(stderr,
                 "quill batch: %d sequences (%d errors) | prompt %ld tok (%ld computed, %ld shared) | "
@@ -1218,24 +1279,33 @@ static void print_batch_stats(const options *o, const batch_summary *s, model *m
     fprintf(f,
             "{\"sequences\": %d, \"errors\": %d, \"prompt_tokens\": %ld, \"prefill_tokens\": %ld, "
             "\"shared_prefix_tokens\": %ld, \"generated_tokens\": %ld, \"steps\": %ld, \"wall_s\": %.3f, "
-            "\"tok_s\": %.3f, \"mean_ttft_ms\": %.3f, \"mean_tpot_ms\": %.3f, \"backend\": \"%s\"}\n",
+            "\"tok_s\": %.3f, \"mean_ttft_ms\": %.3f, \"mean_tpot_ms\": %.3f, \"backend\": \"%s\", "
+            "\"format\": \"%s\", \"shard\": %d, \"shards\": %d, \"other_shards\": %ld, \"resumed\": %ld, "
+            "\"torn\": %s, \"interrupted\": %s}\n",
             s->n_records, s->n_errors, s->prompt_tokens, s->prefill_tokens, s->shared_tokens, s->gen_tokens,
-            s->steps, s->wall, tps, ttft, tpot, model_backend_desc(m));
+            s->steps, s->wall, tps, ttft, tpot, model_backend_desc(m), fmt[s->format], bo->shard,
+            bo->n_shards ? bo->n_shards : 1, s->other_shards, s->resumed, s->torn ? "true" : "false",
+            s->interrupted ? "true" : "false");
     stats_write(o->stats_json, f, &mb);
 }
 
-// Flushes a batch's output and puts a file's on disk, not only in the page
-// cache (a pipe or a terminal has nothing to sync: EINVAL); a closed pipe
-// (EPIPE) is not an error. 0, or -1 with errno.
-static int finish_output(FILE *out) {
-    if (fflush(out) && errno != EPIPE) return -1;
-    return fsync(fileno(out)) && errno != EINVAL && errno != EROFS ? -1 : 0;
+// "model" in OpenAI responses: -m as given, a path reduced to its file name.
+static const char *model_display_name(const char *arg) {
+    const char *slash = strrchr(arg, '/');
+    return slash && !access(arg, F_OK) ? slash + 1 : arg;
+}
+
+static batch_format parse_format(const char *v) {
+    if (!strcmp(v, "openai")) return BATCH_OPENAI;
+    if (!strcmp(v, "quill")) return BATCH_QUILL;
+    if (!strcmp(v, "lines")) return BATCH_LINES;
+    die("option --format: expected openai, quill or lines, got '%s'", v);
 }
 
 // quill batch: batch's own options first; the rest are generation options.
 static int cmd_batch(int argc, char **argv) {
     batch_opts bo = {.parallel = 4, .chunk = 256};
-    const char *in_path = "-", *out_path = "-";
+    const char *in_path = "-", *out_path = "-", *shard = NULL;
     size_t kv_mem = 0;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     int n_rest = 0;
@@ -1245,7 +1315,10 @@ static int cmd_batch(int argc, char **argv) {
 #define BARG() (i + 1 < argc ? argv[++i] : (die("option %s needs a value", a), ""))
         if (!strcmp(a, "-i") || !strcmp(a, "--input")) in_path = BARG();
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out_path = BARG();
-        else if (!strcmp(a, "--lines")) bo.lines = 1;
+        else if (!strcmp(a, "--lines")) bo.format = BATCH_LINES;
+        else if (!strcmp(a, "--format")) bo.format = parse_format(BARG());
+        else if (!strcmp(a, "--shard")) shard = BARG();
+        else if (!strcmp(a, "--resume")) bo.resume = 1;
         else if (!strcmp(a, "--unordered")) bo.unordered = 1;
         else if (!strcmp(a, "--parallel")) bo.parallel = (int)parse_int(a, BARG(), 1, 1024);
         else if (!strcmp(a, "--chunk")) {
@@ -1269,15 +1342,22 @@ static int cmd_batch(int argc, char **argv) {
     bo.n_stops = o.n_stops;
     bo.no_bos = o.no_bos;
     bo.special = o.special;
+    bo.template_name = o.chat_template;
+    bo.vars = o.tvars;
+    bo.model_name = model_display_name(o.model ? o.model : "quill");
+    bo.output_name = out_path;
+    bo.unordered |= bo.resume;  // a resumed output has no one order: write each result as it finishes
     bo.progress = !o.quiet && isatty(STDERR_FILENO);
     grammar *g = grammar_opt(&o);
     bo.grammar = g;
     bo.logprobs = o.logprobs;
     bo.reasoning = o.reasoning != REASON_OFF;
     if (o.out_format != OUT_TEXT && o.logprobs < 0) die("quill batch writes JSON Lines already (--output-format is for single runs)");
+    pick_shard(&bo, shard, o.quiet);
     o.n_seqs = batch_model_seqs(&bo);
     o.kv_mem = kv_mem;
-    FILE *in = open_or_std(in_path, "r", stdin), *out = open_or_std(out_path, "w", stdout);
+    FILE *in = open_input(in_path);
+    int out = open_output(out_path, bo.resume);
     model *m;
     tokenizer *tok;
     load(&o, &m, &tok);
@@ -1285,16 +1365,18 @@ static int cmd_batch(int argc, char **argv) {
     sig_install();
     bo.stop = sig_flag();
     int rc = batch_run(m, tok, &bo, in, out, &sum, err);
-    print_batch_stats(&o, &sum, m);
+    print_batch_stats(&o, &bo, &sum, m);
     if (rc) die("%s", err);
-    if (finish_output(out) || (out != stdout && fclose(out)))
-        die("cannot write '%s': %s", out_path, strerror(errno));
+    if (out != STDOUT_FILENO && close(out)) die("cannot write '%s': %s", out_path, strerror(errno));
     if (in != stdin) fclose(in);
     grammar_free(g);
     tok_free(tok);
     model_free(m);
+    json_decref(o.tvars);
     if (sum.interrupted) {
-        if (!o.quiet) fprintf(stderr, "quill batch: %d records written before the signal; the rest were not\n", sum.n_records);
+        if (!o.quiet)
+            fprintf(stderr, "quill batch: %d records written before the signal; the rest were not%s\n", sum.n_records,
+                    out != STDOUT_FILENO ? " (run again with --resume to finish)" : "");
         return signal_status(o.quiet);
     }
     if (sum.n_errors) die("%d of %d input records failed (see their \"error\" fields)", sum.n_errors, sum.n_records);

@@ -118,6 +118,10 @@ static const char *const *stops_for(const char *source) {
     return none;
 }
 
+int tpl_add_bos(const chat_template *t, const tokenizer *tok, const char *text) {
+    return tok_add_bos(tok) && !(t->bos && *t->bos && !strncmp(text, t->bos, strlen(t->bos)));
+}
+
 // ---- loading --------------------------------------------------------------------------
 
 int tpl_init(chat_template *t, const char *source, size_t len, const char *name, const char *bos, const char *eos,

@@ -64,6 +64,10 @@ int tpl_render_json(const chat_template *t, const json_t *messages, const json_t
 int tpl_render(const chat_template *t, const chat_msg *msgs, int n, const json_t *vars, int add_generation_prompt,
                char **out, size_t *len, char *err);
 
+// Whether a rendered conversation's tokens start with a BOS that tokenizing
+// must add: when the vocabulary wants one and the template did not write it.
+int tpl_add_bos(const chat_template *t, const tokenizer *tok, const char *text);
+
 // A conversation as OpenAI-style JSON text, {"messages": [...], "tools": [...]}
 // or a bare list of messages, rendered (for `quill template`).
 int tpl_render_text(const chat_template *t, const char *json, size_t json_len, const json_t *vars,

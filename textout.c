@@ -7,7 +7,7 @@
 
 int textout_init(textout *t, const tokenizer *tok, const char *const *stops, int n_stops, FILE *sink) {
     *t = (textout){.tok = tok, .stops = stops, .n_stops = n_stops, .sink = sink,
-                   .piece_cap = tok_max_piece_len(tok) + 1};
+                   .piece_cap = tok_max_piece_len(tok) + 1, .stop_hit = -1};
     t->piece = malloc((size_t)t->piece_cap);
     return t->piece ? 0 : -1;
 }
@@ -45,7 +45,7 @@ static int push(textout *t, const char *s, size_t n) {
         const char *st = t->stops[i];
         const size_t sl = strlen(st);
         const char *hit = memmem(t->text + t->written, fresh, st, sl);
-        if (hit && (size_t)(hit - t->text) < cut) cut = (size_t)(hit - t->text);
+        if (hit && (size_t)(hit - t->text) < cut) cut = (size_t)(hit - t->text), t->stop_hit = i;
         for (size_t k = sl - 1 < fresh ? sl - 1 : fresh; k > hold; k--)  // longest tail that starts st
             if (!memcmp(t->text + t->len - k, st, k)) { hold = k; break; }
     }

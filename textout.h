@@ -25,6 +25,7 @@ typedef struct {
     utf8_stream us;            // a character split across tokens
     int closed;                // the sink failed: stop (quietly when it was closed: EPIPE)
     int error;                 // errno of a failed write other than EPIPE (a full disk), else 0
+    int stop_hit;              // the stop string the text was cut at (stops[stop_hit]), else -1
 } textout;
 
 // 0, or -1 when out of memory.

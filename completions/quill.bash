@@ -46,7 +46,8 @@ _quill() {
     bench)    opts="$backend -p -n --n-predict --stats-json" ;;
     tokenize) opts="-m --model -f --file --ids --no-bos --special $help" ;;
     template) opts="-m --model --chat-template --no-generation-prompt --var --think -q --quiet $help" ;;
-    batch)    opts="$backend $sampling -i --input -o --output --lines --parallel --chunk --kv-mem --unordered" ;;
+    batch)    opts="$backend $sampling -i --input -o --output --format --lines --shard --resume --parallel --chunk
+                    --kv-mem --unordered" ;;
     *)        opts="$backend $sampling -f --file --echo --prompt-cache --draft --lookup --draft-max
                     --draft-fixed -i --interactive --chat-template --var --think --system --context-full --version
                     --output-format" ;;

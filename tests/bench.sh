@@ -5,11 +5,12 @@
 # --kv f16 / q8, decode on a busy machine (CPU only), the tokenizer's speed, a chat
 # template's rendering time (20 turns, the largest template in $SHARED/templates),
 # the grammar's time per token for a JSON schema (32k and 128k vocabularies),
-# and quill batch as --parallel grows.
+# quill batch as --parallel grows, and the cost of --resume's bookkeeping at 100k records.
 # Prints numbers; asserts nothing. Environment (defaults in brackets):
 #   BENCH_SHAPES [llama-3.2-1b]   BENCH_TYPES [Q4_K_M Q8_0]   BENCH_DIR [models]
 #   QUILL_ARGS   extra quill options, e.g. --gpu [none]
 #   BENCH_P [128] BENCH_N [64] BENCH_LONG_P [1024] BATCH_N [16] BATCH_PARALLEL [1 2 ... 64]
+#   RESUME_RECORDS [100000]
 #   BENCH_SPEC="TARGET_SHAPE DRAFT_SHAPE": also tests/bench_spec -k 8 on their Q4_K_M
 #                files (on the GPU when QUILL_ARGS has --gpu, else on the CPU)
 # The tokenizer and bench_spec parts run only where those programs are built.
@@ -103,7 +104,32 @@ for i in range($p): print(json.dumps({'prompt': f'prompt number {i} about a cat'
             --stats-json "$build/batch_stats.json" -q >/dev/null
         $PYTHON -c "import json; s=json.load(open('$build/batch_stats.json'))
 print(f'--parallel $p: {s[\"generated_tokens\"]} tokens in {s[\"wall_s\"]:.2f} s = {s[\"tok_s\"]:.1f} tok/s aggregate, mean TPOT {s[\"mean_tpot_ms\"]:.1f} ms, {s[\"steps\"]} steps')"
+        cp "$build/batch_stats.json" "$build/batch_stats_last.json"
     done
+done
+# --resume's bookkeeping: RESUME_RECORDS records written once with -n 0 (no forward pass:
+# reading, tokenizing, writing), then the same file resumed with every record done, a run
+# that is nothing but the bookkeeping (the output's scan, each record's id hashed and looked
+# up), set against what generating BATCH_N tokens for each record takes at the largest
+# --parallel above.
+for shape in $shapes; do
+    model "$shape" Q4_K_M
+    nrec=${RESUME_RECORDS:-100000}
+    echo "== quill batch --resume bookkeeping on $f: $nrec records"
+    $PYTHON -c "import json
+for i in range($nrec): print(json.dumps({'id': f'rec-{i}', 'prompt': f'prompt number {i} about a cat', 'n': 0}))" \
+        >"$build/resume_in.jsonl"
+    "$build/quill" batch $args -m "$f" -c 256 -i "$build/resume_in.jsonl" -o "$build/resume_out.jsonl" \
+        --stats-json "$build/resume_st0.json" -q
+    "$build/quill" batch $args -m "$f" -c 256 -i "$build/resume_in.jsonl" -o "$build/resume_out.jsonl" --resume \
+        --stats-json "$build/resume_st1.json" -q
+    $PYTHON -c "import json
+s0, s1, g = (json.load(open('$build/' + n)) for n in ('resume_st0.json', 'resume_st1.json', 'batch_stats_last.json'))
+run = $nrec * ${BATCH_N:-16} / g['tok_s']
+print(f'-n 0 over {$nrec} records (read, tokenize, write): {s0[\"wall_s\"]:.2f} s')
+print(f'--resume with all {s1[\"resumed\"]} done (scan and skip): {s1[\"wall_s\"]:.2f} s = '
+      f'{100 * s1[\"wall_s\"] / run:.3f}% of generating ${BATCH_N:-16} tokens for each at {g[\"tok_s\"]:.1f} tok/s ({run:.0f} s)')"
+    rm -f "$build/resume_in.jsonl" "$build/resume_out.jsonl"
 done
 # Speculative decoding's costs: target passes over 1..9 positions and draft steps
 if [ -n "${BENCH_SPEC:-}" ]; then
