@@ -61,7 +61,7 @@ static int check_output(const char *out, size_t n) {
             fprintf(stderr, "an output line lacks its newline\n");
             abort();
         }
-        json_t *o = json_loadb(out + start, (size_t)(nl - out) - start, 0, NULL);
+        json_t *o = json_loadb(out + start, (size_t)(nl - out) - start, JSON_ALLOW_NUL, NULL);  // a token may be "\u0000"
         if (!json_is_object(o) || !json_object_get(o, "id")) {
             fprintf(stderr, "output line %d is not a JSON object with an id: %.*s\n", lines + 1,
                     (int)((size_t)(nl - out) - start), out + start);
