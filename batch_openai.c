@@ -249,12 +249,37 @@ static json_t *envelope(const record *r, int status, json_t *body, json_t *error
                      "status_code", status, "request_id", req, "body", body, "error", error);
 }
 
+// Log-probabilities in a completion's (legacy) shape: parallel arrays of the
+// tokens, their log-probabilities, each step's alternatives as {token:
+// logprob} and each token's offset in the text (code points); lp is the chat
+// shape's "content" array (logprobs.c).
+static json_t *completion_logprobs(json_t *lp) {
+    json_t *o = json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+    size_t i, j;
+    json_t *t, *alt;
+    long offset = 0;
+    json_array_foreach(lp, i, t) {
+        if (!o) break;
+        json_t *top = json_object();
+        json_array_foreach(json_object_get(t, "top_logprobs"), j, alt)
+            json_object_set(top, json_string_value(json_object_get(alt, "token")), json_object_get(alt, "logprob"));
+        const char *tok = json_string_value(json_object_get(t, "token"));
+        json_array_append(json_object_get(o, "tokens"), json_object_get(t, "token"));
+        json_array_append(json_object_get(o, "token_logprobs"), json_object_get(t, "logprob"));
+        json_array_append_new(json_object_get(o, "top_logprobs"), top);
+        json_array_append_new(json_object_get(o, "text_offset"), json_integer(offset));
+        for (size_t k = 0, n = json_string_length(json_object_get(t, "token")); k < n; k++)
+            offset += ((unsigned char)tok[k] & 0xC0) != 0x80;  // code points
+    }
+    return o;
+}
+
 json_t *openai_result(const batch_input *bi, const record *r, const batch_result *res) {
     char id[40];
     const int chat = r->ep == EP_CHAT;
     snprintf(id, sizeof id, "%s-%016llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)r->key.check);
     const char *finish = !strcmp(res->reason, "eos") || !strcmp(res->reason, "stop") ? "stop" : "length";
-    json_t *lp = res->lp ? json_pack("{sO}", "content", res->lp) : json_null();
+    json_t *lp = !res->lp ? json_null() : chat ? json_pack("{sO}", "content", res->lp) : completion_logprobs(res->lp);
     json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:s}, s:o, s:s, s:s?}", "index", 0, "message", "role",
                                       "assistant", "content", res->text, "logprobs", lp, "finish_reason", finish,
                                       "stop_reason", res->stop)

@@ -114,8 +114,10 @@ want = [("req-0", None, None, 200), ("req-1", None, None, 200), (None, "invalid_
         (None, "invalid_request", 10, 400)]
 assert got == want, got
 assert all(r["response"]["body"] is None for r in recs if r["error"])
-lp = recs[4]["response"]["body"]["choices"][0]["logprobs"]["content"]
-assert lp and all(len(t["top_logprobs"]) == 2 and t["logprob"] <= 0 for t in lp), lp
+lp = recs[4]["response"]["body"]["choices"][0]["logprobs"]  # a completion's: parallel arrays
+assert lp["tokens"] and "".join(lp["tokens"]) == recs[4]["response"]["body"]["choices"][0]["text"], lp
+assert all(len(t) == 2 for t in lp["top_logprobs"]) and all(x <= 0 for x in lp["token_logprobs"]), lp
+assert lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(len(lp["tokens"]))], lp
 assert recs[5]["response"]["body"]["choices"][0]["message"]["content"].startswith("{"), recs[5]
 assert len({r["id"] for r in recs}) == len(recs)  # one id per output line
 EOF
