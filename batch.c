@@ -265,11 +265,11 @@ static int finish(run *R, slot *s, const char *reason) {
     sum->gen_tokens += s->n_gen;
     if (s->n_gen > 0) sum->sum_ttft += res.ttft;
     if (s->n_gen > 1) sum->sum_tpot += res.tpot, sum->n_tpot++;
-    char *text = valid_utf8(s->out.text ? s->out.text : "", s->out.len);
+    char *text = utf8_sanitized(s->out.text ? s->out.text : "", s->out.len, NULL);
     res.text = text;
     res.lp = s->lp;
     res.grammar = s->gc ? gcon_can_end(s->gc) : -1;
-    char *rtext = s->rs.opened ? valid_utf8(s->rout.text ? s->rout.text : "", s->rout.len) : NULL;
+    char *rtext = s->rs.opened ? utf8_sanitized(s->rout.text ? s->rout.text : "", s->rout.len, NULL) : NULL;
     res.reasoning = rtext;
     res.reasoning_closed = s->rs.opened ? !s->rs.think : -1;
     json_t *line = text && (rtext || !s->rs.opened) ? record_result(&R->in, r, &res) : NULL;

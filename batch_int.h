@@ -152,9 +152,6 @@ json_t *record_error(const batch_input *bi, const record *r, const char *code, c
 void input_free(batch_input *bi);
 // A "stop" field (a string or an array of strings) in place of r's stops. 0, or -1 with msg.
 int record_set_stops(record *r, json_t *v, char *msg);
-// Copies s[0..n) into a new NUL-terminated string, each byte that is not
-// part of valid UTF-8 replaced by U+FFFD (JSON strings must be UTF-8).
-char *valid_utf8(const char *s, size_t n);
 // r's OpenAI features (r->feat) as its grammar and logprobs: 0, or -1 with msg
 // when quill cannot honour them.
 int batch_features_apply(record *r, char *msg);

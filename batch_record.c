@@ -12,20 +12,6 @@
 #include "sample.h"
 #include "util.h"
 
-char *valid_utf8(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1), *p = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n;) {
-        long bad = utf8_invalid_at(s + i, n - i);
-        size_t ok = bad < 0 ? n - i : (size_t)bad;
-        memcpy(p, s + i, ok);
-        p += ok, i += ok;
-        if (i < n) memcpy(p, "\xEF\xBF\xBD", 3), p += 3, i++;
-    }
-    *p = 0;
-    return out;
-}
-
 void record_free(record *r) {
     if (!r) return;
     json_decref(r->id);
@@ -315,7 +301,7 @@ json_t *record_result(const batch_input *bi, const record *r, const batch_result
 }
 
 json_t *record_error(const batch_input *bi, const record *r, const char *code, const char *msg) {
-    char *m = valid_utf8(msg, strlen(msg));
+    char *m = utf8_sanitized(msg, strlen(msg), NULL);
     json_t *o = NULL;
     if (m && bi->format == BATCH_OPENAI) o = openai_error(r, code, m);
     else if (m) o = quill_line(r, json_pack("{s:i, s:s}", "line", r->line, "error", m));
