@@ -135,8 +135,8 @@ typedef struct backend_ops {
     void (*add_bias)(backend *b, float *y, const qmat *bias, int n, int dim);
     // y[0..len) += x[0..len)
     void (*add)(backend *b, float *y, const float *x, size_t len);
-    // out[i] = silu(gate[i]) * up[i] for i < len. out may equal gate.
-    void (*swiglu)(backend *b, float *out, const float *gate, const float *up, size_t len);
+    // out = silu(gate) * up, elementwise over [n, cols]. out may equal gate.
+    void (*swiglu)(backend *b, float *out, const float *gate, const float *up, int n, int64_t cols);
     // Rotates x: [n, n_heads, head_dim] in place; token i is at position pos[i] (backend memory).
     void (*rope)(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
                  const rope_cfg *rc);

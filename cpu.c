@@ -206,9 +206,9 @@ static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
-static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
+static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, int n, int64_t cols) {
     swiglu_job j = {out, gate, up};
-    par_for(b, (int64_t)len, 16384, 64, swiglu_range, &j);
+    par_for(b, (int64_t)n * cols, 16384, 64, swiglu_range, &j);
 }
 
 // ---- mixture of experts ---------------------------------------------------------

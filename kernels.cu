@@ -997,9 +997,9 @@ __global__ void k_embed(const uint8_t *__restrict__ w, dlayout L, int64_t cols, 
 // so every warp quantizes whole blocks; a j < dim test is the same for the
 // whole warp.
 template <bool Q8>
-__device__ __forceinline__ void rms_out(float *oi, const float *__restrict__ g, int j, float xj, float scale,
-                                        int64_t blk0, int8_t *__restrict__ q, float2 *__restrict__ ds) {
-    const float v = xj * scale * g[j];
+__device__ __forceinline__ void rms_out(float *oi, float gj, int j, float xj, float scale, int64_t blk0,
+                                        int8_t *__restrict__ q, float2 *__restrict__ ds) {
+    const float v = xj * scale * gj;
     oi[j] = v;
     if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
 }
@@ -1011,9 +1011,13 @@ __global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ 
     const int T = blockDim.x, tid = threadIdx.x;
     const float *xi = x + (int64_t)blockIdx.x * dim;
     float *oi = out + (int64_t)blockIdx.x * dim;
-    float xv[RMS_PER];
+    float xv[RMS_PER], gv[RMS_PER];  // g too: loaded with x, not one wait per element after the sum
 #pragma unroll
-    for (int k = 0; k < RMS_PER; k++) xv[k] = tid + k * T < dim ? xi[tid + k * T] : 0.0f;
+    for (int k = 0; k < RMS_PER; k++) {
+        const bool in = tid + k * T < dim;
+        xv[k] = in ? xi[tid + k * T] : 0.0f;
+        gv[k] = in ? g[tid + k * T] : 0.0f;
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < RMS_PER; k++) ss += xv[k] * xv[k];
@@ -1022,8 +1026,9 @@ __global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ 
     const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
     const int64_t blk0 = (int64_t)blockIdx.x * (dim / 32);
 #pragma unroll
-    for (int k = 0; k < RMS_PER && tid + k * T < dim; k++) rms_out<Q8>(oi, g, tid + k * T, xv[k], scale, blk0, q, ds);
-    for (int j = tid + RMS_PER * T; j < dim; j += T) rms_out<Q8>(oi, g, j, xi[j], scale, blk0, q, ds);
+    for (int k = 0; k < RMS_PER; k++)  // (tid + k·T < dim is the same for a whole warp)
+        if (tid + k * T < dim) rms_out<Q8>(oi, gv[k], tid + k * T, xv[k], scale, blk0, q, ds);
+    for (int j = tid + RMS_PER * T; j < dim; j += T) rms_out<Q8>(oi, g[j], j, xi[j], scale, blk0, q, ds);
 }
 
 __global__ void k_add_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t len, int dim) {
@@ -1036,11 +1041,22 @@ __global__ void k_add(float *__restrict__ y, const float *__restrict__ x, int64_
         y[i] += x[i];
 }
 
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __global__ void k_swiglu(float *out, const float *gate, const float *__restrict__ up, int64_t len) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
-        const float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = silu_mul(gate[i], up[i]);
+}
+
+// k_swiglu for a few tokens (decode), with out's q8_1 form (k_quant_q8_1's values)
+// for the down matmul, which then needs no quantizing launch; a warp per block of 32.
+__global__ void k_swiglu_q8(float *out, const float *gate, const float *__restrict__ up, int64_t blocks,
+                            int8_t *__restrict__ q, float2 *__restrict__ ds) {
+    const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, i = 32 * blk + (threadIdx.x & 31);
+    if (blk >= blocks) return;
+    const float v = silu_mul(gate[i], up[i]);
+    out[i] = v;
+    warp_q8_1(v, blk, q, ds);
 }
 
 // ---- mixture of experts: routing, grouping, combining ---------------------------
@@ -1337,6 +1353,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
                 if (mn != -INFINITY) corr = expf(mo - mn), p = expf(s - mn);
                 const float ls = warp_sum(p);
                 sc[r * ATT_KT + lane] = p;
+                __syncwarp();  // every lane has read mrow[r] before lane 0 writes it (racecheck, H200)
                 if (lane == 0) mrow[r] = mn, lrow[r] = lrow[r] * corr + ls, crow[r] = corr;
             }
             __syncthreads();
@@ -1675,8 +1692,7 @@ struct backend {
     void *scr[SCR_COUNT];              // scratch, grown on demand (see scratch())
     size_t scr_cap[SCR_COUNT];
     const float *act_src;              // the x whose q8_1 form SCR_ACT holds (NULL: none)
-    int act_n;
-    int64_t act_cols;
+    int64_t act_len;                   // of act_src's elements (the layout is the same for every [n, cols] split)
     const float *half_src;             // the x whose fp16/bf16 form SCR_HALF holds
     int half_n, half_bf16;
     int64_t half_cols;
@@ -1925,7 +1941,7 @@ static void cuda_rmsnorm(backend *b, float *out, const float *x, const qmat *w, 
         if (act_buf(b, n, dim, &a)) return;
         k_rmsnorm<true><<<(unsigned)n, threads, 0, b->stream>>>(out, x, g, dim, eps, (int8_t *)a.q, (float2 *)a.ds);
         if (LAUNCHED("k_rmsnorm")) return;
-        b->act_src = out, b->act_n = n, b->act_cols = dim;
+        b->act_src = out, b->act_len = (int64_t)n * dim;
         return;
     }
     k_rmsnorm<false><<<(unsigned)n, threads, 0, b->stream>>>(out, x, g, dim, eps, NULL, NULL);
@@ -1947,10 +1963,20 @@ static void cuda_add(backend *b, float *y, const float *x, size_t len) {
     LAUNCHED("k_add");
 }
 
-static void cuda_swiglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
+static void cuda_swiglu(backend *b, float *out, const float *gate, const float *up, int n, int64_t cols) {
     act_forget(b);
-    if (!len) return;
-    k_swiglu<<<grid_for((int64_t)len, 256), 256, 0, b->stream>>>(out, gate, up, (int64_t)len);
+    const int64_t len = (int64_t)n * cols;
+    if (len <= 0) return;
+    if (n <= MMV_MAX && cols % 32 == 0) {  // as cuda_rmsnorm: the matvec that reads out next finds it quantized
+        act_t a;
+        if (act_buf(b, n, cols, &a)) return;
+        k_swiglu_q8<<<blocks_for(len / 32, 8), 256, 0, b->stream>>>(out, gate, up, len / 32, (int8_t *)a.q,
+                                                                      (float2 *)a.ds);
+        if (LAUNCHED("k_swiglu_q8")) return;
+        b->act_src = out, b->act_len = len;
+        return;
+    }
+    k_swiglu<<<grid_for(len, 256), 256, 0, b->stream>>>(out, gate, up, len);
     LAUNCHED("k_swiglu");
 }
 
@@ -1985,11 +2011,11 @@ static void cuda_kv_store(backend *b, void *kpool, void *vpool, const float *k, 
 // gate and up, read the same x; rmsnorm may have written it already).
 static int act_q8(backend *b, const float *x, int n, int64_t cols, act_t *a) {
     if (act_buf(b, n, cols, a)) return -1;
-    if (b->act_src == x && b->act_n == n && b->act_cols == cols) return 0;
+    if (b->act_src == x && b->act_len == (int64_t)n * cols) return 0;
     const int64_t blocks = (int64_t)n * cols / 32;
     k_quant_q8_1<<<blocks_for(blocks, 8), 256, 0, b->stream>>>(x, blocks, (int8_t *)a->q, (float2 *)a->ds);
     if (LAUNCHED("k_quant_q8_1")) return -1;
-    b->act_src = x, b->act_n = n, b->act_cols = cols;
+    b->act_src = x, b->act_len = (int64_t)n * cols;
     return 0;
 }
 
@@ -2290,7 +2316,7 @@ static void cuda_matmul(backend *b, float *y, const qmat *w, const float *x, int
     if (ng < n) matvec_rows(b, y, w, x, ng, n);
     const char *y0 = (const char *)y, *y1 = y0 + sizeof(float) * (size_t)n * w->rows;
     const float *srcs[2] = {b->act_src, b->half_src};
-    const int64_t lens[2] = {(int64_t)b->act_n * b->act_cols, (int64_t)b->half_n * b->half_cols};
+    const int64_t lens[2] = {b->act_len, (int64_t)b->half_n * b->half_cols};
     for (int i = 0; i < 2; i++)
         if (srcs[i] && (const char *)srcs[i] < y1 && (const char *)(srcs[i] + lens[i]) > y0) act_forget(b);
 }

@@ -477,7 +477,7 @@ static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joi
     }
     o->matmul(b, m->hb, &L->w_gate, m->xb, n, joint);
     o->matmul(b, m->hb2, &L->w_up, m->xb, n, joint);
-    o->swiglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
+    o->swiglu(b, m->hb, m->hb, m->hb2, n, c->ffn);
     o->matmul(b, m->xb, &L->w_down, m->hb, n, joint);
     o->add(b, x, m->xb, (size_t)n * c->dim);
 }

@@ -54,7 +54,7 @@ void moe_ffn(moe_ctx *mc, const moe_weights *w, float *out, const float *x, int 
     o->moe_matmul(b, mc->u, &w->up, &w->up_b, x, 1, &mc->map);
     const size_t len = (size_t)mc->map.n_rows * c->ffn;
     if (c->oai_glu) o->swiglu_oai(b, mc->g, mc->g, mc->u, len, c->alpha, c->limit);
-    else o->swiglu(b, mc->g, mc->g, mc->u, len);
+    else o->swiglu(b, mc->g, mc->g, mc->u, mc->map.n_rows, c->ffn);
     o->moe_matmul(b, mc->y, &w->down, &w->down_b, mc->g, 0, &mc->map);
     o->moe_combine(b, out, mc->y, mc->w, &mc->map, c->dim);
 }

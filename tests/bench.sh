@@ -10,7 +10,7 @@
 #   BENCH_SHAPES [llama-3.2-1b]   BENCH_TYPES [Q4_K_M Q8_0]   BENCH_DIR [models]
 #   QUILL_ARGS   extra quill options, e.g. --gpu [none]
 #   BENCH_P [128] BENCH_N [64] BENCH_LONG_P [1024] BATCH_N [16] BATCH_PARALLEL [1 2 ... 64]
-#   RESUME_RECORDS [100000]
+#   RESUME_RECORDS [100000; 0 leaves that part out]
 #   BENCH_SPEC="TARGET_SHAPE DRAFT_SHAPE": also tests/bench_spec -k 8 on their Q4_K_M
 #                files (on the GPU when QUILL_ARGS has --gpu, else on the CPU)
 # The tokenizer and bench_spec parts run only where those programs are built.
@@ -112,9 +112,10 @@ done
 # that is nothing but the bookkeeping (the output's scan, each record's id hashed and looked
 # up), set against what generating BATCH_N tokens for each record takes at the largest
 # --parallel above.
-for shape in $shapes; do
+nrec=${RESUME_RECORDS:-100000}
+[ "$nrec" -gt 0 ] || shapes_resume=
+for shape in ${shapes_resume-$shapes}; do
     model "$shape" Q4_K_M
-    nrec=${RESUME_RECORDS:-100000}
     echo "== quill batch --resume bookkeeping on $f: $nrec records"
     $PYTHON -c "import json
 for i in range($nrec): print(json.dumps({'id': f'rec-{i}', 'prompt': f'prompt number {i} about a cat', 'n': 0}))" \

@@ -12,17 +12,27 @@
 #            the goldens, two synthetic models, the Llama-2 vocabulary)
 #   .gpu-2/  synth-llama-{Q4_0,Q5_K_M,Q6_K}
 #   .gpu-3/  synth-llama-Q8_0, synth-qwen2-Q8_0, the Llama-3 vocabulary (for bench)
+#   .gpu-4/  synth-llama-{IQ4_NL,IQ4_XS,Q2_K,Q3_K_M}
+#   .gpu-5/  synth-qwen3moe-{Q4_K_M,Q8_0}, synth-{gemma3,phi3,gptoss} (run where the CPU runs them)
+# and, with `tests/gpu_kit.sh pack-peer LLAMA_BENCH` (llama.cpp's llama-bench, built
+# with -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, static ggml), a fourth:
+#   .gpu-peer/  llama-bench (stripped, xz), the Llama-3 and Qwen2 vocabularies
 #
 # There (one `run` each, issued back to back so the machine stays warm and keeps
 # what earlier calls carried):
 #   carry [".gpu"]    tests/gpu_kit.sh env ops models goldens memcheck
 #   carry [".gpu-2"]  tests/gpu_kit.sh models goldens
-#   carry [".gpu-3"]  tests/gpu_kit.sh models goldens batch spec
+#   carry [".gpu-3"]  tests/gpu_kit.sh models goldens batch spec   (spec needs .gpu-2's models)
+#   carry [".gpu-4"]  tests/gpu_kit.sh models goldens
+#   carry [".gpu-5"]  tests/gpu_kit.sh models goldens
 #   (no carry)        tests/gpu_kit.sh bench
+#   carry [".gpu-peer"]  tests/gpu_kit.sh peer bench   (in place of the bench call above)
 # env describes the machine; ops models goldens memcheck batch spec are
 # `tests/cuda.sh .gpu/build SHARED STEP`; bench is tests/bench.sh on the Llama-3.2-1B
 # and Llama-3.1-8B shapes (models written to /tmp/quill-bench) with --gpu, plus
-# bench_spec on the pair. KIT_CPU=1: a dry run where there is no GPU (--cpu, and
+# bench_spec on the pair. peer: quill bench and llama.cpp's llama-bench, one after the
+# other on the same files (-p 512 -n 128; PEER_MODELS, SHAPE:TYPE pairs, chooses them;
+# LLAMA_BENCH names a llama-bench to run in place of .gpu-peer's). KIT_CPU=1: a dry run where there is no GPU (--cpu, and
 # QUILL_TEST_DEVICE=cpu for cuda.sh). Each step runs from the repository root with
 # ../shared replaced by the union of the parts present (the goldens restricted to
 # the models present, and the count of rows left out printed), logs to
@@ -37,9 +47,9 @@ pack() {
     [ -d "$shared/models/gguf" ] || { echo "gpu_kit: $shared/models/gguf not found (set SHARED)" >&2; return 1; }
     make -s -j"$(nproc)" BUILD=$b OPT="-O3 -march=x86-64-v3" CUDA=1 \
         $b/quill $b/tests/test_backend_ops $b/tests/test_cuda_model $b/tests/bench_spec models || return 1
-    rm -rf .gpu .gpu-2 .gpu-3
+    rm -rf .gpu .gpu-2 .gpu-3 .gpu-4 .gpu-5
     mkdir -p .gpu/build/tests .gpu/lib .gpu/demo .gpu/shared/models/gguf .gpu/shared/vocab \
-        .gpu-2/shared/models/gguf .gpu-3/shared/models/gguf .gpu-3/shared/vocab || return 1
+        .gpu-{2,3,4,5}/shared/models/gguf .gpu-3/shared/vocab || return 1
     strip --strip-debug -o .gpu/build/quill $b/quill
     for t in test_backend_ops test_cuda_model bench_spec; do strip --strip-debug -o .gpu/build/tests/$t $b/tests/$t; done
     # Every library outside glibc, libstdc++ and libgcc (which any CUDA image has, and
@@ -56,9 +66,21 @@ pack() {
     cp "$shared"/models/gguf/synth-llama-{Q4_0,Q5_K_M,Q6_K}.gguf .gpu-2/shared/models/gguf/
     cp "$shared"/models/gguf/synth-{llama,qwen2}-Q8_0.gguf .gpu-3/shared/models/gguf/
     cp "$shared/vocab/ggml-vocab-llama-bpe.gguf" .gpu-3/shared/vocab/
-    chmod -R u+w .gpu .gpu-2 .gpu-3
-    du -sh .gpu .gpu-2 .gpu-3
-    echo "gpu_kit: packed; carry .gpu, then .gpu-2, then .gpu-3 (see the top of tests/gpu_kit.sh)"
+    cp "$shared"/models/gguf/synth-llama-{IQ4_NL,IQ4_XS,Q2_K,Q3_K_M}.gguf .gpu-4/shared/models/gguf/
+    cp "$shared"/models/gguf/synth-{qwen3moe-Q4_K_M,qwen3moe-Q8_0,gemma3-Q4_K_M,phi3-Q8_0,gptoss-MXFP4}.gguf \
+        .gpu-5/shared/models/gguf/
+    chmod -R u+w .gpu .gpu-2 .gpu-3 .gpu-4 .gpu-5
+    du -sh .gpu .gpu-2 .gpu-3 .gpu-4 .gpu-5
+    echo "gpu_kit: packed; carry .gpu, then .gpu-2, .gpu-3, .gpu-4, .gpu-5 (see the top of tests/gpu_kit.sh)"
+}
+
+pack_peer() {
+    local lb=${1:-} shared=${SHARED:-../shared}
+    [ -x "$lb" ] || { echo "gpu_kit: pack-peer needs llama.cpp's llama-bench (CUDA build) as its argument" >&2; return 1; }
+    rm -rf .gpu-peer && mkdir -p .gpu-peer/shared/vocab || return 1
+    strip -o .gpu-peer/llama-bench "$lb" && xz -9 -T0 .gpu-peer/llama-bench || return 1
+    cp "$shared"/vocab/ggml-vocab-{llama-bpe,qwen2}.gguf .gpu-peer/shared/vocab/ && chmod -R u+w .gpu-peer
+    du -sh .gpu-peer
 }
 
 # ../shared for the steps: symlinks to every part present, the goldens filtered.
@@ -66,13 +88,13 @@ assemble() {
     S=/tmp/quill-shared
     rm -rf $S && mkdir -p $S/models/gguf $S/golden $S/vocab
     ln -s "$root/.gpu/shared/models/llama2c" "$root/.gpu/shared/models/tinystories-656K" $S/models/
-    for d in .gpu .gpu-2 .gpu-3; do
+    for d in .gpu .gpu-2 .gpu-3 .gpu-4 .gpu-5 .gpu-peer; do
         for f in "$root/$d"/shared/models/gguf/*.gguf "$root/$d"/shared/vocab/*; do
             [ -e "$f" ] && ln -sf "$f" "$S/${f#"$root/$d/shared/"}"
         done
     done
     cp .gpu/shared/golden/* $S/golden/
-    for t in stories.tsv synth.tsv ppl.tsv; do
+    for t in stories.tsv synth.tsv ppl.tsv synth2.tsv ppl2.tsv; do
         awk -F'\t' -v dir=$S/models/gguf '{ p = dir "/" $1; ok = (getline _ < p) > 0; close(p)
                                            if (ok) print; else skipped++ }
             END { if (skipped) printf "gpu_kit: %s: %d rows left out (their models are in parts not carried)\n", FILENAME, skipped > "/dev/stderr" }' \
@@ -96,15 +118,38 @@ step_env() {
 # The benchmarks are tests/bench.sh's; the checks are tests/cuda.sh's steps (below).
 step_bench() {
     BENCH_SHAPES="llama-3.2-1b llama-3.1-8b" BENCH_DIR=/tmp/quill-bench QUILL_ARGS=$BK \
-        BENCH_P=512 BENCH_N=128 BENCH_LONG_P=4096 BATCH_N=64 BENCH_SPEC="llama-3.1-8b llama-3.2-1b" \
+        BENCH_P=512 BENCH_N=128 BENCH_LONG_P=4096 BATCH_N=64 BATCH_PARALLEL="1 4 16 64" RESUME_RECORDS=0 BENCH_SPEC="llama-3.1-8b llama-3.2-1b" \
         tests/bench.sh .gpu/build "$SHARED"
+}
+
+# The peer, side by side: quill bench, then llama-bench, on each file in turn.
+step_peer() {
+    local lb=${LLAMA_BENCH:-/tmp/llama-bench} libs m shape type f
+    if [ -z "${LLAMA_BENCH:-}" ]; then
+        [ -f .gpu-peer/llama-bench.xz ] || { echo "gpu_kit: .gpu-peer/llama-bench.xz not found: run 'tests/gpu_kit.sh pack-peer LLAMA_BENCH' here and carry .gpu-peer"; return 1; }
+        $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+            .gpu-peer/llama-bench.xz "$lb" && chmod +x "$lb" || return 1
+    fi
+    # llama-bench links the CUDA runtime, cuBLAS and NCCL dynamically: the toolkit's, or Python's nvidia packages'
+    libs=$($PY -c 'import glob, nvidia; print(":".join(glob.glob(nvidia.__path__[0] + "/*/lib")))' 2>/dev/null)
+    mkdir -p /tmp/quill-bench
+    for m in ${PEER_MODELS:-llama-3.2-1b:Q4_K_M llama-3.2-1b:Q8_0 llama-3.1-8b:Q4_K_M llama-3.1-8b:Q8_0 llama-3.2-1b:Q3_K_M llama-3.2-1b:IQ4_XS qwen3moe-mini:Q4_K_M}; do
+        shape=${m%%:*} type=${m#*:} f=/tmp/quill-bench/synth-$shape-$type.gguf
+        [ -f "$f" ] || $PY models/synth.py --shape "$shape" --type "$type" --shared "$SHARED" -o "$f" || return 1
+        echo "== $f: quill"
+        .gpu/build/quill bench $BK -m "$f" -p 512 -n 128 || return 1
+        echo "== $f: llama.cpp"
+        LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+            "$lb" -m "$f" -p 512 -n 128 -r 3 -ngl 99 || return 1
+    done
 }
 
 [ $# -ge 1 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 if [ "$1" = pack ]; then pack; exit; fi
+if [ "$1" = pack-peer ]; then pack_peer "${2:-}"; exit; fi
 for s in "$@"; do
-    case $s in env | bench | ops | models | goldens | memcheck | batch | spec) ;;
-    *) echo "gpu_kit: unknown step $s (env ops models goldens memcheck batch spec bench)" >&2; exit 2 ;; esac
+    case $s in env | bench | peer | ops | models | goldens | memcheck | batch | spec) ;;
+    *) echo "gpu_kit: unknown step $s (env ops models goldens memcheck batch spec bench peer)" >&2; exit 2 ;; esac
 done
 [ -x .gpu/build/quill ] || { echo "gpu_kit: .gpu/build/quill not found: run 'tests/gpu_kit.sh pack' here and carry .gpu" >&2; exit 1; }
 export LD_LIBRARY_PATH=$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -120,7 +165,7 @@ results=()
 fails=0
 for s in "$@"; do
     case $s in
-    env | bench) cmd=(step_"$s") ;;
+    env | bench | peer) cmd=(step_"$s") ;;
     *) cmd=(tests/cuda.sh .gpu/build "$SHARED" "$s") ;;
     esac
     log=${OUT:-/tmp}/$s.log

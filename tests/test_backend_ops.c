@@ -214,7 +214,7 @@ static void test_elementwise(ctx *x, rng_t *r) {
         bg.data = dbias;
         x->C->add(x->cb, a, b, len), x->G->add(x->gb, da, db, len);
         x->C->add_bias(x->cb, a, &bc, n, dim), x->G->add_bias(x->gb, da, &bg, n, dim);
-        x->C->swiglu(x->cb, a, a, b, len), x->G->swiglu(x->gb, da, da, db, len);  // out == gate, as the model runs it
+        x->C->swiglu(x->cb, a, a, b, n, dim), x->G->swiglu(x->gb, da, da, db, n, dim);  // out == gate, as the model runs it
         float *ga = host_copy(x, da, 4 * len), *gb = host_copy(x, db, 4 * len);
         if (gpu_ok(x, "elementwise"))
             check(nmse(ga, a, len) < 1e-12 && nmse(gb, b, len) < 1e-12, "add, add_bias, swiglu over %zu: nmse %.3g %.3g",
