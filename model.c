@@ -1,8 +1,10 @@
 // model.c — weights from a GGUF file and the transformer forward pass.
 //
-// One forward pass serves every architecture quill runs (llama, qwen2, qwen3):
-// they differ only in optional tensors (q/k/v biases, per-head q/k norms) and
-// the rope pairing, which are data here, not branches on the architecture.
+// One forward pass serves every architecture quill runs (arch.c's table):
+// they differ in optional tensors (biases, per-head q/k norms, post-norms,
+// sinks), fused tensors, the FFN's activation, the embedding scale and each
+// layer's rope and attention window, which are data here, not branches on
+// the architecture.
 // The pass is written over the backend op table and never asks which backend
 // runs it.
 #include "model.h"
@@ -29,6 +31,7 @@ struct model {
     qmat output_norm;        // [dim]
     qmat output;             // [n_vocab, dim] (tok_embd when tied)
     qmat rope_freqs;         // [n_rot/2] Llama-3 frequency divisors (data NULL when absent)
+    qmat rope_short, rope_long;  // [n_rot/2] LongRoPE divisors (phi3; data NULL when absent)
     layer_weights *layers;   // [n_layers]
     kvcache kv;
     size_t weight_bytes;     // bytes one decode step reads
@@ -54,105 +57,24 @@ struct model {
     signed char graph_state[BACKEND_GRAPHS];
 };
 
-static const char *ARCH_NAMES[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3"};
-
-// ---- metadata -------------------------------------------------------------
-
-// Reads "<arch>.<suffix>" as u32. Returns 0, or -1 with err when required and absent.
-static int meta_u32(const gguf_file *f, const char *arch, const char *suffix, uint32_t *out,
-                    int required, char *err) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    int r = gguf_get_u32(f, key, out, err);
-    if (r == 1 && required) return errf(err, "missing metadata key '%s'", key);
-    return r < 0 ? -1 : 0;
-}
-
-static int meta_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, char *err) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return gguf_get_f32(f, key, out, err) < 0 ? -1 : 0;
-}
-
-static int read_rope_scaling(const gguf_file *f, const char *arch, model_config *c, char *err) {
-    char key[128];
-    gguf_str type = {"none", 4};
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    if (gguf_get_str(f, key, &type, err) < 0) return -1;
-    float factor = 1.0f;
-    if (meta_f32(f, arch, "rope.scaling.factor", &factor, err) < 0) return -1;
-    if (gguf_str_eq(type, "none") || factor == 1.0f || factor == 0.0f) return 0;
-    if (!gguf_str_eq(type, "linear"))
-        return errf(err, "key '%s': rope scaling '%.*s' is not supported (quill knows none, linear)",
-                    key, (int)type.len, type.ptr);
-    if (!(factor > 0.0f)) return errf(err, "key '%s.rope.scaling.factor': must be > 0", arch);
-    c->rope.freq_scale = 1.0f / factor;
-    return 0;
-}
-
-static int read_config(const gguf_file *f, model_config *c, char *err) {
-    gguf_str a;
-    int r = gguf_get_str(f, "general.architecture", &a, err);
-    if (r) return r < 0 ? -1 : errf(err, "missing metadata key 'general.architecture'");
-    int found = 0;
-    for (int i = 0; i < (int)(sizeof ARCH_NAMES / sizeof *ARCH_NAMES); i++)
-        if (gguf_str_eq(a, ARCH_NAMES[i])) c->arch = i, found = 1;
-    if (!found)
-        return errf(err, "architecture '%.*s' is not supported (quill runs llama, qwen2, qwen3)",
-                    (int)a.len, a.ptr);
-    const char *an = ARCH_NAMES[c->arch];
-    uint32_t dim, layers, heads, kv_heads = 0, ffn, ctx = 0, hd = 0, vd = 0, n_rot = 0;
-    if (meta_u32(f, an, "embedding_length", &dim, 1, err) ||
-        meta_u32(f, an, "block_count", &layers, 1, err) ||
-        meta_u32(f, an, "attention.head_count", &heads, 1, err) ||
-        meta_u32(f, an, "feed_forward_length", &ffn, 1, err) ||
-        meta_u32(f, an, "attention.head_count_kv", &kv_heads, 0, err) ||
-        meta_u32(f, an, "context_length", &ctx, 0, err) ||
-        meta_u32(f, an, "attention.key_length", &hd, 0, err) ||
-        meta_u32(f, an, "attention.value_length", &vd, 0, err) ||
-        meta_u32(f, an, "rope.dimension_count", &n_rot, 0, err))
-        return -1;
-    if (!dim || !layers || !heads || !ffn || dim > (1u << 20) || layers > 4096 || heads > 4096 ||
-        ffn > (1u << 24))
-        return errf(err, "implausible hyperparameters: dim %u, layers %u, heads %u, ffn %u", dim,
-                    layers, heads, ffn);
-    if (!kv_heads) kv_heads = heads;
-    if (!hd) hd = dim / heads;
-    if (!vd) vd = hd;
-    if (!n_rot) n_rot = hd;
-    if (heads % kv_heads) return errf(err, "head_count %u is not a multiple of head_count_kv %u", heads, kv_heads);
-    if (vd != hd) return errf(err, "value_length %u differs from key_length %u (not supported)", vd, hd);
-    if (hd == 0 || hd > 1024 || n_rot > hd || n_rot % 2)
-        return errf(err, "head_dim %u / rope dimension %u not supported (head_dim <= 1024, even rope dims)", hd, n_rot);
-    *c = (model_config){.arch = c->arch, .dim = (int)dim, .n_layers = (int)layers,
-                        .n_heads = (int)heads, .n_kv_heads = (int)kv_heads, .head_dim = (int)hd,
-                        .ffn = (int)ffn, .n_ctx_train = (int)ctx, .rms_eps = 1e-5f};
-    c->rope = (rope_cfg){.n_rot = (int)n_rot, .neox = c->arch != ARCH_LLAMA, .base = 10000.0f,
-                         .freq_scale = 1.0f};
-    if (meta_f32(f, an, "attention.layer_norm_rms_epsilon", &c->rms_eps, err) ||
-        meta_f32(f, an, "rope.freq_base", &c->rope.base, err) || read_rope_scaling(f, an, c, err))
-        return -1;
-    if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f))
-        return errf(err, "key '%s.attention.layer_norm_rms_epsilon': %g is not in (0, 1)", an, c->rms_eps);
-    if (!(c->rope.base > 1.0f && c->rope.base < 1e30f))
-        return errf(err, "key '%s.rope.freq_base': %g is not a finite number > 1", an, c->rope.base);
-    return 0;
-}
-
 // ---- tensors --------------------------------------------------------------
 
-// Looks up a tensor and checks it is [rows, cols] (vectors: rows == 1) and of
-// a type quill computes with; vectors (norms, biases) must be F32.
-static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64_t rows,
-                      int required, char *err) {
-    *out = (qmat){0};
+// Looks up a tensor and checks it is [Σ rows, cols] (vectors: rows == 1) and
+// of a type quill computes with; vectors (norms, biases) must be F32. Part i
+// of the k parts gets the next rows[i] rows (fused tensors: phi3's attn_qkv
+// and ffn_up), each uploaded on its own (a backend may repack a weight, so a
+// view into an uploaded one would not do).
+static int get_parts(model *m, qmat *const parts[], const int64_t rows[], int k, const char *name, int64_t cols,
+                     int required, char *err) {
+    int64_t total = 0;
+    for (int i = 0; i < k; i++) *parts[i] = (qmat){0}, total += rows[i];
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
     if (!t) return required ? errf(err, "tensor '%s' is missing", name) : 0;
     char tb[16];
     int64_t t_rows = t->n_dims > 1 ? t->ne[1] : 1;
-    if (t->ne[0] != cols || t_rows != rows || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != cols || t_rows != total || t->ne[2] != 1 || t->ne[3] != 1)
         return errf(err, "tensor '%s': expected shape [%lld, %lld], found [%lld, %lld, %lld, %lld]",
-                    name, (long long)cols, (long long)rows, (long long)t->ne[0],
+                    name, (long long)cols, (long long)total, (long long)t->ne[0],
                     (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
     const qtype_info *qi = qtype_get(t->type);
     if (!qi || !qi->compute) {
@@ -161,42 +83,89 @@ static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64
         return errf(err, "tensor '%s' has type %s, which quill cannot compute with (it runs %s)", name,
                     qtype_name(t->type, tb), runs);
     }
-    if (rows == 1 && t->type != Q_F32)
+    if (total == 1 && t->type != Q_F32)
         return errf(err, "tensor '%s': expected type F32, found %s", name, qtype_name(t->type, tb));
-    *out = (qmat){.type = t->type, .rows = rows, .cols = cols, .row_bytes = qtype_row_bytes(t->type, cols),
-                  .data = t->data};
-    if (m->ops->upload(m->be, out, err)) return -1;
+    const size_t row_bytes = qtype_row_bytes(t->type, cols);
+    const uint8_t *data = t->data;
+    for (int i = 0; i < k; i++) {
+        *parts[i] = (qmat){.type = t->type, .rows = rows[i], .cols = cols, .row_bytes = row_bytes, .data = data};
+        data += (size_t)rows[i] * row_bytes;
+        if (m->ops->upload(m->be, parts[i], err)) return -1;
+    }
     if (strcmp(name, "token_embd.weight")) m->weight_bytes += t->nbytes;
     return 0;
 }
 
-static int load_layer(model *m, int l, char *err) {
+static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64_t rows, int required, char *err) {
+    return get_parts(m, (qmat *const[]){out}, (const int64_t[]){rows}, 1, name, cols, required, err);
+}
+
+// "blk.<l>.<suffix>", in parts (see get_parts)
+static int get_layer_parts(model *m, int l, qmat *const parts[], const int64_t rows[], int k, const char *suffix,
+                           int64_t cols, int required, char *err) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", l, suffix);
+    return get_parts(m, parts, rows, k, name, cols, required, err);
+}
+
+// The attention's weights: q, k, v (separate, or phi3's fused attn_qkv), the
+// output projection, and what the architecture adds.
+static int load_attention(model *m, int l, char *err) {
     const model_config *c = &m->cfg;
+    const arch_info *ai = c->ai;
     layer_weights *L = &m->layers[l];
-    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
-    const int bias = c->arch == ARCH_QWEN2, qk_norm = c->arch == ARCH_QWEN3;
-    struct { qmat *w; const char *name; int64_t cols, rows; int required; } spec[] = {
-        {&L->attn_norm, "attn_norm.weight", c->dim, 1, 1},
-        {&L->wq, "attn_q.weight", c->dim, qd, 1},
-        {&L->wk, "attn_k.weight", c->dim, kvd, 1},
-        {&L->wv, "attn_v.weight", c->dim, kvd, 1},
-        {&L->wo, "attn_output.weight", qd, c->dim, 1},
-        {&L->bq, "attn_q.bias", qd, 1, bias},
-        {&L->bk, "attn_k.bias", kvd, 1, bias},
-        {&L->bv, "attn_v.bias", kvd, 1, bias},
-        {&L->q_norm, "attn_q_norm.weight", c->head_dim, 1, qk_norm},
-        {&L->k_norm, "attn_k_norm.weight", c->head_dim, 1, qk_norm},
-        {&L->ffn_norm, "ffn_norm.weight", c->dim, 1, 1},
-        {&L->w_gate, "ffn_gate.weight", c->dim, c->ffn, 1},
-        {&L->w_up, "ffn_up.weight", c->dim, c->ffn, 1},
-        {&L->w_down, "ffn_down.weight", c->ffn, c->dim, 1},
+    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim, one = 1;
+    if (get_layer_parts(m, l, (qmat *const[]){&L->attn_norm}, &one, 1, "attn_norm.weight", c->dim, 1, err))
+        return -1;
+    int r = ai->fused_qkv
+                ? get_layer_parts(m, l, (qmat *const[]){&L->wq, &L->wk, &L->wv}, (const int64_t[]){qd, kvd, kvd}, 3,
+                                  "attn_qkv.weight", c->dim, 1, err)
+                : get_layer_parts(m, l, (qmat *const[]){&L->wq}, &qd, 1, "attn_q.weight", c->dim, 1, err) ||
+                      get_layer_parts(m, l, (qmat *const[]){&L->wk}, &kvd, 1, "attn_k.weight", c->dim, 1, err) ||
+                      get_layer_parts(m, l, (qmat *const[]){&L->wv}, &kvd, 1, "attn_v.weight", c->dim, 1, err);
+    if (r) return -1;
+    struct { qmat *w; const char *name; int64_t cols; int required; } spec[] = {
+        {&L->bq, "attn_q.bias", qd, ai->qkv_bias},
+        {&L->bk, "attn_k.bias", kvd, ai->qkv_bias},
+        {&L->bv, "attn_v.bias", kvd, ai->qkv_bias},
+        {&L->bo, "attn_output.bias", c->dim, ai->out_bias},
+        {&L->q_norm, "attn_q_norm.weight", c->head_dim, ai->qk_norm},
+        {&L->k_norm, "attn_k_norm.weight", c->head_dim, ai->qk_norm},
+        {&L->sinks, "attn_sinks.weight", c->n_heads, ai->sinks},
+        {&L->post_attn_norm, ai->post_norms ? "post_attention_norm.weight" : NULL, c->dim, 1},
     };
-    for (size_t i = 0; i < sizeof spec / sizeof *spec; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "blk.%d.%s", l, spec[i].name);
-        if (get_tensor(m, spec[i].w, name, spec[i].cols, spec[i].rows, spec[i].required, err)) return -1;
-    }
-    return 0;
+    for (size_t i = 0; i < sizeof spec / sizeof *spec; i++)
+        if (spec[i].name && get_layer_parts(m, l, (qmat *const[]){spec[i].w}, &one, 1, spec[i].name, spec[i].cols,
+                                            spec[i].required, err))
+            return -1;
+    if ((L->bq.data != NULL) != (L->bk.data != NULL) || (L->bq.data != NULL) != (L->bv.data != NULL))
+        return errf(err, "layer %d has some of the q/k/v biases but not all three", l);
+    if ((L->q_norm.data != NULL) != (L->k_norm.data != NULL))
+        return errf(err, "layer %d has one of attn_q_norm / attn_k_norm but not the other", l);
+    return get_layer_parts(m, l, (qmat *const[]){&L->wo}, (const int64_t[]){c->dim}, 1, "attn_output.weight", qd, 1,
+                           err);
+}
+
+// The feed-forward weights: gate and up (separate, or phi3's fused ffn_up:
+// gate rows, then up rows), down, and the norms around them.
+static int load_ffn(model *m, int l, char *err) {
+    const model_config *c = &m->cfg;
+    const arch_info *ai = c->ai;
+    layer_weights *L = &m->layers[l];
+    const int64_t ffn = c->ffn, dim = c->dim, one = 1;
+    char norm[64];
+    snprintf(norm, sizeof norm, "%s.weight", ai->ffn_norm);
+    int r = ai->fused_up
+                ? get_layer_parts(m, l, (qmat *const[]){&L->w_gate, &L->w_up}, (const int64_t[]){ffn, ffn}, 2,
+                                  "ffn_up.weight", dim, 1, err)
+                : get_layer_parts(m, l, (qmat *const[]){&L->w_gate}, &ffn, 1, "ffn_gate.weight", dim, 1, err) ||
+                      get_layer_parts(m, l, (qmat *const[]){&L->w_up}, &ffn, 1, "ffn_up.weight", dim, 1, err);
+    return r || get_layer_parts(m, l, (qmat *const[]){&L->w_down}, &dim, 1, "ffn_down.weight", ffn, 1, err) ||
+                   get_layer_parts(m, l, (qmat *const[]){&L->ffn_norm}, &one, 1, norm, dim, 1, err) ||
+                   (ai->post_norms && get_layer_parts(m, l, (qmat *const[]){&L->post_ffn_norm}, &one, 1,
+                                                      "post_ffw_norm.weight", dim, 1, err))
+               ? -1
+               : 0;
 }
 
 static int load_weights(model *m, char *err) {
@@ -206,21 +175,42 @@ static int load_weights(model *m, char *err) {
     if (emb->n_dims != 2 || emb->ne[1] < 1 || emb->ne[1] > (1 << 24))
         return errf(err, "tensor 'token_embd.weight': expected [%d, n_vocab]", c->dim);
     c->n_vocab = (int)emb->ne[1];
+    const int64_t half = c->rope.n_rot / 2;
     if (get_tensor(m, &m->tok_embd, "token_embd.weight", c->dim, c->n_vocab, 1, err) ||
         get_tensor(m, &m->output_norm, "output_norm.weight", c->dim, 1, 1, err) ||
         get_tensor(m, &m->output, "output.weight", c->dim, c->n_vocab, 0, err) ||
-        get_tensor(m, &m->rope_freqs, "rope_freqs.weight", c->rope.n_rot / 2, 1, 0, err))
+        get_tensor(m, &m->rope_freqs, "rope_freqs.weight", half, 1, 0, err) ||
+        get_tensor(m, &m->rope_short, "rope_factors_short.weight", half, 1, 0, err) ||
+        get_tensor(m, &m->rope_long, "rope_factors_long.weight", half, 1, 0, err))
         return -1;
     if (!m->output.data) {  // tied: the output projection reads the whole embedding
         m->output = m->tok_embd;
         m->weight_bytes += (size_t)c->n_vocab * m->tok_embd.row_bytes;
     }
-    c->rope.freq_factors = m->rope_freqs.data;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return errf(err, "out of memory");
     for (int l = 0; l < c->n_layers; l++)
-        if (load_layer(m, l, err)) return -1;
+        if (load_attention(m, l, err) || load_ffn(m, l, err)) return -1;
     return 0;
+}
+
+// Each layer's rope and attention options, for a context of ctx positions per
+// sequence: sliding layers take the window and their own rope; LongRoPE takes
+// its long factors only when ctx exceeds the original context (llama.cpp's
+// choice by the context per sequence), else the short ones.
+static void setup_layers(model *m, int ctx) {
+    const model_config *c = &m->cfg;
+    const float *factors = m->rope_freqs.data;
+    if (m->rope_short.data || m->rope_long.data)
+        factors = (ctx > c->n_ctx_orig && m->rope_long.data) || !m->rope_short.data ? m->rope_long.data
+                                                                                    : m->rope_short.data;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_weights *L = &m->layers[l];
+        const int slides = arch_layer_slides(c, l);
+        L->rope = slides ? c->rope_swa : c->rope;
+        L->rope.freq_factors = factors;
+        L->att = (attn_cfg){.scale = c->attn_scale, .window = slides ? c->n_swa : 0, .sinks = L->sinks.data};
+    }
 }
 
 // Carves one allocation into buffers: bytes[i] (rounded up to 64) go to *bufs[i].
@@ -312,6 +302,7 @@ static int init_context(model *m, const model_opts *o, char *err) {
         return -1;
     m->tables_rows = m->n_batch < n_seqs ? m->n_batch : n_seqs;
     if (kv_seq_new(&m->kv) != 0) return errf(err, "cannot create the first sequence");
+    setup_layers(m, ctx);
     return alloc_activations(m, limit, err);
 }
 
@@ -325,7 +316,7 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
         return -1;
     }
     char e2[ERR_LEN];
-    if (read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
+    if (arch_read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
         load_weights(m, e2) || init_context(m, o, e2)) {
         errf(err, "%s: %s", path, e2);
         model_free(m);
@@ -353,7 +344,8 @@ size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 
 // ---- forward --------------------------------------------------------------
 
-// Attention block: x += Wo · attention(rope(Wq·norm(x)), cache ← rope(Wk·norm(x)), Wv·norm(x))
+// Attention block: x += post_norm(Wo · attention(rope(Wq·norm(x)), cache ← rope(Wk·norm(x)), Wv·norm(x)) + bo)
+// (biases, per-head q/k norms and the post-norm where the layer has them)
 static void attention_block(model *m, const layer_weights *L, int l, int n) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
@@ -373,17 +365,21 @@ static void attention_block(model *m, const layer_weights *L, int l, int n) {
         o->rmsnorm(b, m->q, m->q, &L->q_norm, n * c->n_heads, hd, c->rms_eps);
         o->rmsnorm(b, m->k, m->k, &L->k_norm, n * c->n_kv_heads, hd, c->rms_eps);
     }
-    o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &c->rope);
-    o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &c->rope);
+    o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &L->rope);
+    o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &L->rope);
     o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, &m->fb, kvd, m->kv.type);
-    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd, m->kv.type);
+    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd, m->kv.type,
+                 &L->att);
     o->matmul(b, m->xb, &L->wo, m->att, n, joint);
+    if (L->bo.data) o->add_bias(b, m->xb, &L->bo, n, c->dim);
+    if (L->post_attn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_attn_norm, n, c->dim, c->rms_eps);
     o->add(b, m->x, m->xb, (size_t)n * c->dim);
 }
 
 // Feed-forward block on n rows of the residual stream x, the first `joint`
 // of them prompt rows (see backend.h's matmul):
-// x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
+// x += post_norm(W_down · (act(W_gate·norm(x)) ⊙ W_up·norm(x))), act silu or
+// gelu, the post-norm where the layer has one
 static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joint) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
@@ -391,8 +387,10 @@ static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joi
     o->rmsnorm(b, m->xb, x, &L->ffn_norm, n, c->dim, c->rms_eps);
     o->matmul(b, m->hb, &L->w_gate, m->xb, n, joint);
     o->matmul(b, m->hb2, &L->w_up, m->xb, n, joint);
-    o->swiglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
+    if (c->ai->act == ACT_GELU) o->geglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
+    else o->swiglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
     o->matmul(b, m->xb, &L->w_down, m->hb, n, joint);
+    if (L->post_ffn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_ffn_norm, n, c->dim, c->rms_eps);
     o->add(b, x, m->xb, (size_t)n * c->dim);
 }
 
@@ -405,6 +403,7 @@ static int clamp0(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
 static void forward_pass(model *m, int keep) {
     const int n = m->fb.n, last = m->cfg.n_layers - 1, joint = m->fb.n_prompt;
     m->ops->embed(m->be, m->x, &m->tok_embd, m->fb.ids, n);
+    if (m->cfg.embed_scale != 1.0f) m->ops->scale(m->be, m->x, m->cfg.embed_scale, (size_t)n * m->cfg.dim);
     for (int l = 0; l <= last; l++) {
         attention_block(m, &m->layers[l], l, n);
         if (l < last) ffn_block(m, &m->layers[l], m->x, n, joint);

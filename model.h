@@ -2,31 +2,21 @@
 #ifndef QUILL_MODEL_H
 #define QUILL_MODEL_H
 
+#include "arch.h"
 #include "backend.h"
 #include "gguf.h"
 #include "kvcache.h"
 
-enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
-
+// One layer's weights (data NULL where absent) and how it attends.
 typedef struct {
-    enum arch arch;
-    int n_vocab;
-    int dim;         // embedding width
-    int n_layers;
-    int n_heads;
-    int n_kv_heads;
-    int head_dim;
-    int ffn;         // feed-forward hidden width
-    int n_ctx_train; // context length from metadata
-    float rms_eps;
-    rope_cfg rope;
-} model_config;
-
-typedef struct {
-    qmat attn_norm, wq, wk, wv, wo;   // wq: [n_heads*head_dim, dim] ...
-    qmat bq, bk, bv;                  // qwen2 biases (data NULL when absent)
-    qmat q_norm, k_norm;              // qwen3 per-head norms [head_dim] (NULL when absent)
-    qmat ffn_norm, w_gate, w_up, w_down;
+    qmat attn_norm, wq, wk, wv, wo;   // wq: [n_heads*head_dim, dim] ... (phi3: row ranges of attn_qkv)
+    qmat bq, bk, bv, bo;              // biases (qwen2: q/k/v; gpt-oss: all four)
+    qmat q_norm, k_norm;              // per-head norms [head_dim] (qwen3, gemma3)
+    qmat post_attn_norm, post_ffn_norm;  // norms of the sublayer outputs [dim] (gemma3)
+    qmat sinks;                       // [n_heads] attention sink logits (gpt-oss)
+    qmat ffn_norm, w_gate, w_up, w_down;  // (phi3: gate and up are row ranges of ffn_up)
+    rope_cfg rope;                    // this layer's rope (sliding layers may have their own)
+    attn_cfg att;                     // scale, window, sinks
 } layer_weights;
 
 typedef struct model model;
