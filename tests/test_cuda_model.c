@@ -182,7 +182,9 @@ static void compare_model(const char *path, int kv_type) {
             if (ga != ca) flips++, hard += c[ca] - c[cb] > noise;
         }
         n_checks++;
-        const int ok = worst < 1e-3 && !hard;
+        // 3e-3: gemma3 (GELU, norms after each sublayer) moves most; the CPU itself
+        // is 1.1e-3 from a float64 reference there (tests/test_archref.c), the GPU 1.2e-3 from the CPU
+        const int ok = worst < 3e-3 && !hard;
         n_failed += !ok;
         printf("%s %s, %s KV: %d steps, worst logits nmse %.3g, argmax differs at %d (%d beyond the noise)\n",
                ok ? "ok  " : "FAIL", path, kv_type == KV_Q8 ? "q8" : "f16", k, worst, flips, hard);
