@@ -1207,7 +1207,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
             for (int i = tid; i < ATT_KT * P.du; i += ATT_THREADS) {
                 const int j = i / P.du, c = i % P.du, p = kt0 + j;
                 uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-                if (p < p1) {
+                if (p < p1 && p >= lo) {  // below lo: no token here reads it (a sliding cache may not hold it)
                     const int64_t off = kv_row(a.tables, a.max_blocks, sq, p) * a.row_bytes;
                     const int col = kvh * D + 8 * c;
                     kv = kv_load8(a.k + off, col, a.kv_dim, a.kv_q8);

@@ -21,6 +21,10 @@
 #define MAX_BATCH 512     // prompt tokens per forward chunk: bounds activation memory
 #define OUT_CHUNK 32      // tokens per output-projection chunk: bounds the logits buffer
 #define GRAPH_MAX_N 8     // passes of up to this many tokens are recorded as backend graphs
+// Positions a sliding-window layer keeps beyond its window, so that rewinds by
+// up to this many (speculative rollbacks, a chat turn re-rendered at its end)
+// still find the window of the position they return to.
+#define SWA_KEEP 256
 
 struct model {
     gguf_file gguf;          // the mmapped file; weights point into it
@@ -33,7 +37,12 @@ struct model {
     qmat rope_freqs;         // [n_rot/2] Llama-3 frequency divisors (data NULL when absent)
     qmat rope_short, rope_long;  // [n_rot/2] LongRoPE divisors (phi3; data NULL when absent)
     layer_weights *layers;   // [n_layers]
-    kvcache kv;
+    // K and V: the full-attention layers keep every position (kv); the
+    // sliding-window layers keep only the last window plus SWA_KEEP positions
+    // of each sequence (kv_swa, a small pool: blocks below are returned as the
+    // sequence grows). Both hold the same sequences at the same lengths.
+    kvcache kv, kv_swa;
+    int32_t *layer_idx;      // [n_layers] layer l's index in its cache (kv_swa when it slides)
     size_t weight_bytes;     // bytes one decode step reads
     // activations: one backend allocation carved into these, for n_batch tokens
     int n_batch;
@@ -47,10 +56,11 @@ struct model {
     float *hb, *hb2;  // [n_batch, ffn]
     float *logits;  // [OUT_CHUNK, n_vocab]
     fwd_batch fb;   // the pass's token map; its arrays are carved from act_mem too
+    fwd_batch fb_swa;  // fb with kv_swa's slots and block tables (ids, pos, seq shared)
     // host staging for fb's arrays and the pass's bookkeeping (one allocation)
     void *host_mem;
-    int32_t *h_ids, *h_pos, *h_seq, *h_slot;  // [n_batch]
-    int32_t *h_tables;                          // [tables_rows, kv.max_blocks]
+    int32_t *h_ids, *h_pos, *h_seq, *h_slot, *h_slot_swa;  // [n_batch]
+    int32_t *h_tables, *h_tables_swa;                        // [tables_rows, kv.max_blocks]
     int32_t *row_of;  // [kv.max_seqs] scratch: a sequence's row in h_tables, or -1
     int32_t *added;   // [kv.max_seqs] scratch: tokens a call adds to each sequence
     // per graph key (see pass_key): 0 never run, 1 run once, 2 recorded, -1 not recordable
@@ -251,16 +261,18 @@ static int alloc_activations(model *m, size_t limit, char *err) {
     void **dev[] = {(void **)&m->x, (void **)&m->xb, (void **)&m->q, (void **)&m->k, (void **)&m->v,
                     (void **)&m->att, (void **)&m->hb, (void **)&m->hb2, (void **)&m->logits,
                     (void **)&fb->ids, (void **)&fb->pos, (void **)&fb->seq, (void **)&fb->slot,
-                    (void **)&fb->tables};
+                    (void **)&fb->tables, (void **)&m->fb_swa.slot, (void **)&m->fb_swa.tables};
     const size_t dev_bytes[] = {B * c->dim * f, B * c->dim * f, B * qd * f, B * kvd * f, B * kvd * f,
                                 B * qd * f, B * c->ffn * f, B * c->ffn * f,
                                 (size_t)OUT_CHUNK * c->n_vocab * f, B * i4, B * i4, B * i4, B * i4,
-                                tables * i4};
+                                tables * i4, B * i4, tables * i4};
     void **host[] = {(void **)&m->h_ids, (void **)&m->h_pos, (void **)&m->h_seq, (void **)&m->h_slot,
-                     (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added};
-    const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4};
+                     (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added, (void **)&m->h_slot_swa,
+                     (void **)&m->h_tables_swa};
+    const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4, B * i4,
+                                 tables * i4};
     const size_t nd = sizeof dev_bytes / sizeof *dev_bytes, nh = sizeof host_bytes / sizeof *host_bytes;
-    if (check_fits((double)kv_bytes(&m->kv), (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh),
+    if (check_fits((double)kv_bytes(&m->kv) + (double)kv_bytes(&m->kv_swa), (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh),
                    limit, "the activations", "lower -c", err))
         return -1;
     m->act_mem = m->ops->alloc(m->be, carve_total(dev_bytes, nd));
@@ -271,6 +283,7 @@ static int alloc_activations(model *m, size_t limit, char *err) {
     carve(m->host_mem, host, host_bytes, nh);
     for (size_t s = 0; s < seqs; s++) m->row_of[s] = -1;
     fb->max_blocks = m->kv.max_blocks;
+    m->fb_swa.max_blocks = m->kv_swa.max_blocks;
     return 0;
 }
 
@@ -283,7 +296,15 @@ static int init_context(model *m, const model_opts *o, char *err) {
     if (o->kv_type == KV_Q8 && m->cfg.head_dim % 32)
         return errf(err, "a q8 KV cache needs a head size that is a multiple of 32 (this model's is %d)",
                     m->cfg.head_dim);
-    const size_t block_bytes = 2 * (size_t)m->cfg.n_layers * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim);
+    int n_slide = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) n_slide += arch_layer_slides(&m->cfg, l);
+    const int n_full = m->cfg.n_layers - n_slide;
+    // a sliding layer's blocks per sequence: its window, SWA_KEEP, a pass, and
+    // two for the ends (the pool never runs short: blocks leave as they come)
+    int swa_blocks = kv_blocks_for(m->cfg.n_swa + SWA_KEEP + (ctx < MAX_BATCH ? ctx : MAX_BATCH)) + 2;
+    if (swa_blocks > kv_blocks_for(ctx)) swa_blocks = kv_blocks_for(ctx);
+    const size_t swa_bytes = 2 * (size_t)n_slide * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim) * swa_blocks * n_seqs;
+    const size_t block_bytes = 2 * (size_t)(n_full ? n_full : 1) * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim);
     const size_t n_blocks = o->kv_mem ? o->kv_mem / block_bytes : 0;
     if (o->kv_mem && n_blocks < 1)
         return errf(err, "a KV pool of %zu bytes holds no block (one block of %d positions is %zu bytes)",
@@ -291,17 +312,22 @@ static int init_context(model *m, const model_opts *o, char *err) {
     if (n_blocks > (1u << 30)) return errf(err, "a KV pool of %zu bytes is too large", o->kv_mem);
     size_t limit = m->ops->mem_available ? m->ops->mem_available(m->be) : SIZE_MAX;
     if (o->mem_limit && o->mem_limit < limit) limit = o->mem_limit;
-    const double kv_total = (double)block_bytes * (n_blocks ? (double)n_blocks : (double)n_seqs * kv_blocks_for(ctx));
+    const double kv_total = (double)block_bytes * (n_blocks ? (double)n_blocks : (double)n_seqs * kv_blocks_for(ctx)) +
+                            (double)swa_bytes;
     char what[160];
     snprintf(what, sizeof what, "the KV cache (%d layers x %d positions%s x %d values)", m->cfg.n_layers, ctx,
              n_seqs > 1 ? " x sequences" : "", kv_dim);
     if (check_fits(0, kv_total, limit, what, "lower -c or --kv-mem, or use --kv q8", err)) return -1;
     m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
     if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
-    if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err))
+    if (kv_init(&m->kv, m->ops, m->be, n_full, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err) ||
+        kv_init(&m->kv_swa, m->ops, m->be, n_slide, kv_dim, o->kv_type, ctx, n_seqs, swa_blocks * n_seqs, err))
         return -1;
+    if (!(m->layer_idx = malloc(sizeof *m->layer_idx * (size_t)m->cfg.n_layers))) return errf(err, "out of memory");
+    for (int l = 0, nf = 0, ns = 0; l < m->cfg.n_layers; l++)
+        m->layer_idx[l] = arch_layer_slides(&m->cfg, l) ? ns++ : nf++;
     m->tables_rows = m->n_batch < n_seqs ? m->n_batch : n_seqs;
-    if (kv_seq_new(&m->kv) != 0) return errf(err, "cannot create the first sequence");
+    if (model_seq_new(m) != 0) return errf(err, "cannot create the first sequence");
     setup_layers(m, ctx);
     return alloc_activations(m, limit, err);
 }
@@ -329,6 +355,8 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
 void model_free(model *m) {
     if (!m) return;
     if (m->kv.k) kv_free(&m->kv);
+    if (m->kv_swa.k) kv_free(&m->kv_swa);
+    free(m->layer_idx);
     if (m->act_mem) m->ops->release(m->be, m->act_mem);
     if (m->be) m->ops->free(m->be);
     free(m->host_mem);
@@ -367,9 +395,11 @@ static void attention_block(model *m, const layer_weights *L, int l, int n) {
     }
     o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &L->rope);
     o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &L->rope);
-    o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, &m->fb, kvd, m->kv.type);
-    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd, m->kv.type,
-                 &L->att);
+    const int slides = L->att.window > 0, li = m->layer_idx[l];
+    const kvcache *kv = slides ? &m->kv_swa : &m->kv;
+    const fwd_batch *fb = slides ? &m->fb_swa : &m->fb;
+    o->kv_store(b, kv->k[li], kv->v[li], m->k, m->v, fb, kvd, kv->type);
+    o->attention(b, m->att, m->q, kv->k[li], kv->v[li], fb, c->n_heads, c->n_kv_heads, hd, kv->type, &L->att);
     o->matmul(b, m->xb, &L->wo, m->att, n, joint);
     if (L->bo.data) o->add_bias(b, m->xb, &L->bo, n, c->dim);
     if (L->post_attn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_attn_norm, n, c->dim, c->rms_eps);
@@ -505,10 +535,14 @@ static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
         const int s = t[i].seq;
         if (m->row_of[s] < 0) {
             m->row_of[s] = n_seqs;
-            memcpy(m->h_tables + (size_t)n_seqs++ * m->kv.max_blocks, m->kv.seqs[s].table,
+            memcpy(m->h_tables + (size_t)n_seqs * m->kv.max_blocks, m->kv.seqs[s].table,
                    sizeof(int32_t) * m->kv.seqs[s].n_blocks);
+            memcpy(m->h_tables_swa + (size_t)n_seqs++ * m->kv.max_blocks, m->kv_swa.seqs[s].table,
+                   sizeof(int32_t) * m->kv_swa.seqs[s].n_blocks);
         }
         const int p = m->kv.seqs[s].len++;
+        m->kv_swa.seqs[s].len++;
+        m->h_slot_swa[i] = m->kv_swa.n_layers ? kv_slot(&m->kv_swa, s, p) : 0;
         m->h_ids[i] = t[i].id;
         m->h_pos[i] = p;
         m->h_seq[i] = m->row_of[s];
@@ -520,6 +554,9 @@ static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
     fb->n = n;
     fb->n_seqs = n_seqs;
     fb->n_prompt = n_prompt;
+    fwd_batch *fs = &m->fb_swa;
+    fs->n = n, fs->n_seqs = n_seqs, fs->n_prompt = n_prompt, fs->max_len = fb->max_len;
+    fs->ids = fb->ids, fs->pos = fb->pos, fs->seq = fb->seq;
     const backend_ops *o = m->ops;
     const size_t bytes = sizeof(int32_t) * (size_t)n;
     o->to_device(m->be, (void *)fb->ids, m->h_ids, bytes);
@@ -527,22 +564,28 @@ static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
     o->to_device(m->be, (void *)fb->seq, m->h_seq, bytes);
     o->to_device(m->be, (void *)fb->slot, m->h_slot, bytes);
     o->to_device(m->be, (void *)fb->tables, m->h_tables, sizeof(int32_t) * (size_t)n_seqs * fb->max_blocks);
+    if (m->kv_swa.n_layers) {
+        o->to_device(m->be, (void *)fs->slot, m->h_slot_swa, bytes);
+        o->to_device(m->be, (void *)fs->tables, m->h_tables_swa, sizeof(int32_t) * (size_t)n_seqs * fb->max_blocks);
+    }
     return first_out;
 }
 
-// Reserves KV room for every sequence t extends; on failure, gives back what
-// it reserved.
-static int reserve(model *m, const model_tok *t, int n, char *err) {
+// Reserves room in kv for every sequence t extends; on failure, gives back
+// what it reserved. The sliding layers' cache first returns the blocks that
+// left the window (and SWA_KEEP) of the first token each sequence adds.
+static int reserve(model *m, kvcache *kv, const model_tok *t, int n, char *err) {
     for (int i = 0; i < n; i++) m->added[t[i].seq]++;
     int failed = 0;
     for (int i = 0; i < n && !failed; i++) {
         const int s = t[i].seq;
-        if (m->added[s] > 0 && kv_reserve(&m->kv, s, m->added[s], err)) failed = 1;
+        if (m->added[s] > 0 && kv == &m->kv_swa) kv_forget(kv, s, kv->seqs[s].len - m->cfg.n_swa + 1 - SWA_KEEP);
+        if (m->added[s] > 0 && kv_reserve(kv, s, m->added[s], err)) failed = 1;
         m->added[s] = -m->added[s];  // reserved (or failed): negative marks it done
     }
     for (int i = 0; i < n; i++) {
         const int s = t[i].seq;
-        if (failed && m->added[s] < 0) kv_truncate(&m->kv, s, m->kv.seqs[s].len);
+        if (failed && m->added[s] < 0) kv_truncate(kv, s, kv->seqs[s].len);
         m->added[s] = 0;
     }
     return failed ? -1 : 0;
@@ -560,10 +603,11 @@ int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float
             return errf(err, "sequence %d does not exist", t[i].seq);
         if (i < n_prompt && t[i].seq != t[0].seq) return errf(err, "a prompt's tokens span two sequences");
     }
-    if (reserve(m, t, n, err)) return -1;
+    if (reserve(m, &m->kv, t, n, err)) return -1;
     float *const logits0 = logits;
     for (int done = 0; done < n;) {
         const int nb = n - done < m->n_batch ? n - done : m->n_batch;
+        if (m->kv_swa.n_layers && reserve(m, &m->kv_swa, t + done, nb, err)) return -1;
         const int first_out = stage_pass(m, t + done, nb, clamp0(n_prompt - done, nb));
         run_pass(m, first_out);
         logits = output_logits(m, t + done, first_out, logits);
@@ -612,13 +656,51 @@ int model_on_device(const model *m) { return m->ops != &cpu_backend; }
 
 int model_len(const model *m) { return m->kv.seqs[0].len; }
 int model_ctx(const model *m) { return m->kv.n_ctx; }
-void model_rewind(model *m, int len) { kv_truncate(&m->kv, 0, len); }
-int model_seq_new(model *m) { return kv_seq_new(&m->kv); }
-void model_seq_free(model *m, int s) { kv_seq_free(&m->kv, s); }
+int model_rewind(model *m, int len) { return model_seq_rewind(m, 0, len); }
 int model_seq_len(const model *m, int s) { return m->kv.seqs[s].len; }
-void model_seq_rewind(model *m, int s, int len) { kv_truncate(&m->kv, s, len); }
-void model_seq_share(model *m, int dst, int src, int len) { kv_seq_share(&m->kv, dst, src, len); }
 int model_kv_room(const model *m) { return m->kv.n_free * KV_BLOCK; }
+
+int model_seq_new(model *m) {
+    const int s = kv_seq_new(&m->kv);
+    if (s >= 0 && kv_seq_new(&m->kv_swa) != s) {  // both hold the same sequences
+        kv_seq_free(&m->kv, s);
+        return -1;
+    }
+    return s;
+}
+
+void model_seq_free(model *m, int s) {
+    kv_seq_free(&m->kv, s);
+    kv_seq_free(&m->kv_swa, s);
+}
+
+// Whether the sliding layers of sequence s still hold the window that a
+// token at position len reads (the positions a rewind to len keeps).
+static int window_kept(const model *m, int s, int len) { return model_kv_usable(m, len, m->kv_swa.seqs[s].floor); }
+
+int model_seq_rewind(model *m, int s, int len) {
+    if (len < 0 || len > m->kv.seqs[s].len) return m->kv.seqs[s].len;
+    if (!window_kept(m, s, len)) len = 0;
+    kv_truncate(&m->kv, s, len);
+    kv_truncate(&m->kv_swa, s, len);
+    return len;
+}
+
+int model_seq_share(model *m, int dst, int src, int len) {
+    if (len > m->kv.seqs[src].len) len = m->kv.seqs[src].len;
+    if (!window_kept(m, src, len)) len = 0;
+    kv_seq_share(&m->kv, dst, src, len);
+    if (m->kv_swa.n_layers) kv_seq_share(&m->kv_swa, dst, src, len);
+    else m->kv_swa.seqs[dst].len = len;  // lengths only: the cache holds no layer
+    return len;
+}
+
+int model_kv_floor(const model *m) { return m->kv_swa.n_layers ? m->kv_swa.seqs[0].floor : 0; }
+
+int model_kv_usable(const model *m, int n, int floor) {
+    const int first = n - m->cfg.n_swa + 1;  // the first position the window of position n reads
+    return n == 0 || !m->kv_swa.n_layers || (first > 0 ? first : 0) >= floor;
+}
 
 int model_kv_type(const model *m) { return m->kv.type; }
 
@@ -626,19 +708,24 @@ size_t model_kv_bytes(const model *m, int n) { return 2 * (size_t)m->cfg.n_layer
 
 // Copies positions [0, n) of sequence 0 between the pools and planes of
 // `stride` positions laid out as model_kv_export documents, one block's run
-// of rows at a time.
+// of rows at a time. A sliding layer's positions below its cache's floor are
+// not held: an export writes zeros for them, an import skips them.
 static void kv_copy(model *m, int n, uint8_t *buf, int stride, int export) {
     const size_t row = m->kv.row_bytes, plane = (size_t)stride * row;
-    for (int l = 0; l < m->cfg.n_layers; l++)
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const kvcache *kv = m->layers[l].att.window > 0 ? &m->kv_swa : &m->kv;
+        const int li = m->layer_idx[l], floor = kv->seqs[0].floor;
         for (int kvi = 0; kvi < 2; kvi++) {
-            uint8_t *pool = kvi ? m->kv.v[l] : m->kv.k[l], *p = buf + (2 * (size_t)l + kvi) * plane;
-            for (int j = 0; j < n; j += KV_BLOCK) {
+            uint8_t *pool = kvi ? kv->v[li] : kv->k[li], *p = buf + (2 * (size_t)l + kvi) * plane;
+            if (export) memset(p, 0, row * (size_t)(floor < n ? floor : n));
+            for (int j = floor; j < n; j += KV_BLOCK) {
                 size_t bytes = row * (size_t)(n - j < KV_BLOCK ? n - j : KV_BLOCK);
-                uint8_t *dev = pool + (size_t)kv_slot(&m->kv, 0, j) * row;
+                uint8_t *dev = pool + (size_t)kv_slot(kv, 0, j) * row;
                 if (export) m->ops->to_host(m->be, p + j * row, dev, bytes);
                 else m->ops->to_device(m->be, dev, p + j * row, bytes);
             }
         }
+    }
 }
 
 int model_kv_export(model *m, int n, void *dst, char *err) {
@@ -647,12 +734,22 @@ int model_kv_export(model *m, int n, void *dst, char *err) {
     return 0;
 }
 
-int model_kv_import(model *m, int n, const void *src, int stride, char *err) {
+int model_kv_import(model *m, int n, const void *src, int stride, int floor, char *err) {
     if (n < 0 || n > m->kv.n_ctx || stride < n)
         return errf(err, "cannot import %d positions (stride %d): the context holds %d", n, stride, m->kv.n_ctx);
-    kv_truncate(&m->kv, 0, 0);
-    if (kv_reserve(&m->kv, 0, n, err)) return -1;
+    if (!model_kv_usable(m, n, floor))
+        return errf(err, "the sliding-window layers' KV starts at position %d, after the window of position %d",
+                    floor, n);
+    model_seq_rewind(m, 0, 0);
+    // the sliding layers take only what the positions after n will read
+    const int keep = n - m->cfg.n_swa + 1 - SWA_KEEP;
+    if (m->kv_swa.n_layers) kv_start_at(&m->kv_swa, 0, keep > floor ? keep : floor);
+    if (kv_reserve(&m->kv, 0, n, err) ||
+        (m->kv_swa.n_layers && kv_reserve(&m->kv_swa, 0, n - m->kv_swa.seqs[0].len, err))) {
+        model_seq_rewind(m, 0, 0);
+        return -1;
+    }
     kv_copy(m, n, (uint8_t *)src, stride, 0);
-    m->kv.seqs[0].len = n;
+    m->kv.seqs[0].len = m->kv_swa.seqs[0].len = n;
     return 0;
 }

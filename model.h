@@ -65,17 +65,28 @@ int model_on_device(const model *m);
 // Sequence 0, which model_forward extends.
 int model_len(const model *m);   // positions in the KV cache: the next token goes here
 int model_ctx(const model *m);   // capacity of a sequence in positions
-// Forgets cached positions >= len (speculative rollback, chat edits, re-runs).
-void model_rewind(model *m, int len);
+// Forgets cached positions >= len (speculative rollback, chat edits, re-runs)
+// and returns the positions kept: len, or 0 where the sliding-window layers
+// no longer hold the window position len reads (they keep SWA_KEEP = 256
+// positions beyond it); then the caller prefills from 0.
+int model_rewind(model *m, int len);
 // The KV cache's element type (enum kv_type).
 int model_kv_type(const model *m);
 // The K and V of cached positions [0, n), as [n_layers][2 (K, V)][n] pool
 // rows (backend.h's kv_row_bytes each; model_kv_bytes in all).
 size_t model_kv_bytes(const model *m, int n);
 int model_kv_export(model *m, int n, void *dst, char *err);
-// Replaces the cache with n positions read from model_kv_export's layout of
-// `stride` >= n positions (so a prefix of a longer export can be restored).
-int model_kv_import(model *m, int n, const void *src, int stride, char *err);
+// A sliding layer's positions below model_kv_floor(m) are not held (zeros in
+// an export). Replaces the cache with n positions read from model_kv_export's
+// layout of `stride` >= n positions (so a prefix of a longer export can be
+// restored), whose sliding layers hold positions floor.. (the exporter's
+// model_kv_floor); fails unless model_kv_usable(m, n, floor).
+int model_kv_import(model *m, int n, const void *src, int stride, int floor, char *err);
+int model_kv_floor(const model *m);
+// Whether n positions whose sliding layers hold positions floor.. can be
+// continued: n is 0, the model has no sliding layers, or the window of
+// position n lies at or after floor.
+int model_kv_usable(const model *m, int n, int floor);
 
 // ---- Several sequences in one pass (batched generation) --------------------
 
@@ -89,10 +100,13 @@ typedef struct {
 int model_seq_new(model *m);                 // a new empty sequence, or -1 when all are live
 void model_seq_free(model *m, int s);
 int model_seq_len(const model *m, int s);
-void model_seq_rewind(model *m, int s, int len);
+// model_rewind for sequence s: returns the positions kept (len or 0).
+int model_seq_rewind(model *m, int s, int len);
 // Makes empty sequence dst share the first len positions of src (their KV
 // blocks are shared, copied only when one of them writes into a shared block).
-void model_seq_share(model *m, int dst, int src, int len);
+// Returns the positions shared: len, or 0 where src's sliding layers no
+// longer hold the window of position len (see model_rewind).
+int model_seq_share(model *m, int dst, int src, int len);
 // Positions the KV pool can still take (free blocks × block size).
 int model_kv_room(const model *m);
 // Runs t[0..n) (each sequence's tokens in position order) in one pass over

@@ -380,6 +380,7 @@ def main(argv):
     ap.add_argument("--logits", metavar="OUT.npy",
                     help="save the float64 logits of the prompt's positions instead")
     ap.add_argument("--ids", help="comma-separated token ids to use as the prompt (with --logits)")
+    ap.add_argument("--last", type=int, help="--logits: only the last N positions")
     a = ap.parse_args(argv)
     m = LlamaRef(a.model)
     tok = SPMTokenizer(m.r)
@@ -392,7 +393,8 @@ def main(argv):
         return 0
     ids = [int(i) for i in a.ids.split(",")] if a.ids else tok.encode(a.prompt)
     if a.logits:
-        np.save(a.logits, m.forward(ids))
+        z = m.forward(ids)
+        np.save(a.logits, z[-a.last:] if a.last else z)
         print("prompt ids %s" % ids, file=sys.stderr)
         return 0
     out = greedy(m, ids, a.n, stop=tok.eos)

@@ -7,7 +7,9 @@
 //
 // For one synthetic model of each architecture (llama, qwen2, qwen3, gemma3,
 // phi3): 40 fixed token ids (beyond gemma3's 16-position sliding window) in
-// one prompt pass with every position's logits. Each row must be within
+// one prompt pass with every position's logits; then gemma3 over 700
+// positions fed in passes of 64, the last 8 compared, after its local layers
+// returned the KV blocks that left their window. Each row must be within
 // NMSE 3e-3 of the reference. quill rounds activations to 8 bits in its dot
 // products and keeps K/V in fp16, as llama.cpp does: measured 1.4e-4 (llama),
 // 1.2e-4 (qwen2), 2.6e-4 (qwen3), 4.5e-4 (phi3), 1.1e-3 (gemma3, whose
@@ -68,39 +70,49 @@ static double *read_npy(const char *path, int rows, int cols) {
     return d;
 }
 
-static void compare(const char *shared, const char *name) {
-    char path[1024], cmd[4096], out[] = "/tmp/quill-archref-XXXXXX", err[ERR_LEN];
+// n ids: the first n - last fed in chunks of `chunk` tokens, the last `last`
+// in one pass whose logits are compared with the reference's last rows.
+// Returns the model's sliding-window floor afterwards (-1 on failure).
+static int compare(const char *shared, const char *name, const int32_t *ids, int n, int chunk, int last) {
+    char path[1024], out[] = "/tmp/quill-archref-XXXXXX", err[ERR_LEN];
     snprintf(path, sizeof path, "%s/models/gguf/%s", shared, name);
     if (access(path, R_OK)) {
         printf("skip %s: not found\n", path);
-        return;
+        return -1;
     }
     const int fd = mkstemp(out);
-    if (fd < 0) return result(0, "%s: cannot create a temporary file", name);
+    if (fd < 0) return result(0, "%s: cannot create a temporary file", name), -1;
     close(fd);
     const char *py = getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
-    int len = snprintf(cmd, sizeof cmd, "%s models/npllama.py '%s' --logits %s.npy --ids %d", py, path, out, IDS[0]);
-    for (int i = 1; i < N_IDS; i++) len += snprintf(cmd + len, sizeof cmd - (size_t)len, ",%d", IDS[i]);
-    snprintf(cmd + len, sizeof cmd - (size_t)len, " 2>/dev/null");
+    const size_t cap = 1024 + strlen(path) + 12 * (size_t)n;
+    char *cmd = xmalloc(cap);
+    int len = snprintf(cmd, cap, "%s models/npllama.py '%s' --logits %s.npy --last %d --ids %d", py, path, out, last,
+                       ids[0]);
+    for (int i = 1; i < n; i++) len += snprintf(cmd + len, cap - (size_t)len, ",%d", ids[i]);
+    snprintf(cmd + len, cap - (size_t)len, " 2>/dev/null");
     model *m = NULL;
-    model_opts mo = {.ops = &cpu_backend, .n_ctx = 512};
-    if (system(cmd) != 0 || model_load(&m, path, &mo, err)) {
-        result(0, "%s: the reference or the model failed to run: %s", name, m ? "npllama.py" : err);
-        model_free(m);
+    model_opts mo = {.ops = &cpu_backend, .n_ctx = n > 512 ? 1024 : 512};
+    const int ran = system(cmd) == 0;
+    free(cmd);
+    if (!ran || model_load(&m, path, &mo, err)) {
+        result(0, "%s: the reference or the model failed to run: %s", name, ran ? err : "npllama.py");
         unlink(out);
-        return;
+        return -1;
     }
     const int V = model_cfg(m)->n_vocab;
     char npy[64];
     snprintf(npy, sizeof npy, "%s.npy", out);
-    double *ref = read_npy(npy, N_IDS, V);
-    float *got = xmalloc(sizeof(float) * N_IDS * V);
-    if (!ref || model_forward(m, IDS, N_IDS, 1, got, err)) {
-        result(0, "%s: no reference logits (%s) or no forward pass", name, npy);
+    double *ref = read_npy(npy, last, V);
+    float *got = xmalloc(sizeof(float) * last * V);
+    int ok = ref != NULL;
+    for (int i = 0; ok && i < n - last; i += chunk)
+        ok = !model_forward(m, ids + i, n - last - i < chunk ? n - last - i : chunk, 0, got, err);
+    if (!ok || model_forward(m, ids + n - last, last, 1, got, err)) {
+        result(0, "%s: no reference logits (%s) or no forward pass (%s)", name, npy, err);
     } else {
         double worst = 0;
         int flips = 0, hard = 0;
-        for (int t = 0; t < N_IDS; t++) {
+        for (int t = 0; t < last; t++) {
             const double *r = ref + (size_t)t * V;
             const float *g = got + (size_t)t * V;
             double se = 0, sw = 0;
@@ -115,12 +127,19 @@ static void compare(const char *shared, const char *name) {
             worst = fmax(worst, se / sw);
             if (ga != ra) flips++, hard += r[ra] - r[rb] > 3 * sqrt(se / V);
         }
-        result(worst < 3e-3 && !hard, "%s: %.3g worst logits nmse against float64 over 40 positions, argmax "
-               "differs at %d (%d beyond the noise)", name, worst, flips, hard);
+        result(worst < 3e-3 && !hard, "%s: %.3g worst logits nmse against float64 over positions %d..%d, argmax "
+               "differs at %d (%d beyond the noise)", name, worst, n - last, n - 1, flips, hard);
+    }
+    const int floor = model_kv_floor(m);
+    if (floor > 0) {  // a rewind keeps what the sliding layers hold, else starts over
+        const int r1 = model_rewind(m, n - last), r2 = model_rewind(m, floor);
+        result(r1 == n - last && r2 == 0 && model_len(m) == 0, "%s: a rewind to %d keeps it (%d), one to %d, whose "
+               "window the local layers forgot, empties the cache (%d)", name, n - last, r1, floor, r2);
     }
     free(ref), free(got);
     model_free(m);
     unlink(out), unlink(npy);
+    return floor;
 }
 
 int main(void) {
@@ -131,7 +150,17 @@ int main(void) {
     }
     const char *models[] = {"synth-llama-Q8_0.gguf", "synth-qwen2-Q8_0.gguf", "synth-qwen3-Q4_K_M.gguf",
                             "synth-gemma3-Q4_K_M.gguf", "synth-phi3-Q8_0.gguf"};
-    for (size_t i = 0; i < sizeof models / sizeof *models; i++) compare(shared, models[i]);
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) compare(shared, models[i], IDS, N_IDS, N_IDS, N_IDS);
+    // 700 positions of gemma3, fed 64 at a time: its local layers keep only their window
+    // (16) and 256 more positions, so they have returned the blocks of the first ~400
+    int32_t ids[700];
+    uint64_t x = 12345;
+    ids[0] = 1;
+    for (int i = 1; i < 700; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, ids[i] = 3 + (int)(x >> 33) % 31997;
+    const int floor = compare(shared, "synth-gemma3-Q4_K_M.gguf", ids, 700, 64, 8);
+    if (floor >= 0)
+        result(floor >= 700 - 16 - 256 - 64 - 16 && floor % KV_BLOCK == 0, "gemma3: the local layers hold positions "
+               "%d.. of 700 (their window, 256 kept and a pass)", floor);
     printf("%d checks, %d failed\n", n_checks, n_failed);
     return n_failed ? 1 : 0;
 }
