@@ -272,8 +272,9 @@ static int alloc_activations(model *m, size_t limit, char *err) {
     const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4, B * i4,
                                  tables * i4};
     const size_t nd = sizeof dev_bytes / sizeof *dev_bytes, nh = sizeof host_bytes / sizeof *host_bytes;
-    if (check_fits((double)kv_bytes(&m->kv) + (double)kv_bytes(&m->kv_swa), (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh),
-                   limit, "the activations", "lower -c", err))
+    const double kv_held = (double)kv_bytes(&m->kv) + (double)kv_bytes(&m->kv_swa);
+    if (check_fits(kv_held, (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh), limit,
+                   "the activations", "lower -c", err))
         return -1;
     m->act_mem = m->ops->alloc(m->be, carve_total(dev_bytes, nd));
     m->host_mem = calloc(1, carve_total(host_bytes, nh));
@@ -301,7 +302,9 @@ static int init_context(model *m, const model_opts *o, char *err) {
     const int n_full = m->cfg.n_layers - n_slide;
     // a sliding layer's blocks per sequence: its window, SWA_KEEP, a pass, and
     // two for the ends (the pool never runs short: blocks leave as they come)
-    int swa_blocks = kv_blocks_for(m->cfg.n_swa + SWA_KEEP + (ctx < MAX_BATCH ? ctx : MAX_BATCH)) + 2;
+    m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
+    if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
+    int swa_blocks = kv_blocks_for(m->cfg.n_swa + SWA_KEEP + m->n_batch) + 2;
     if (swa_blocks > kv_blocks_for(ctx)) swa_blocks = kv_blocks_for(ctx);
     const size_t swa_bytes = 2 * (size_t)n_slide * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim) * swa_blocks * n_seqs;
     const size_t block_bytes = 2 * (size_t)(n_full ? n_full : 1) * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim);
@@ -318,8 +321,6 @@ static int init_context(model *m, const model_opts *o, char *err) {
     snprintf(what, sizeof what, "the KV cache (%d layers x %d positions%s x %d values)", m->cfg.n_layers, ctx,
              n_seqs > 1 ? " x sequences" : "", kv_dim);
     if (check_fits(0, kv_total, limit, what, "lower -c or --kv-mem, or use --kv q8", err)) return -1;
-    m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
-    if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
     if (kv_init(&m->kv, m->ops, m->be, n_full, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err) ||
         kv_init(&m->kv_swa, m->ops, m->be, n_slide, kv_dim, o->kv_type, ctx, n_seqs, swa_blocks * n_seqs, err))
         return -1;
