@@ -21,14 +21,29 @@ typedef struct {
     const void *data;
 } qmat;
 
-// Rotary embedding parameters of one model.
+// Rotary embedding parameters of one layer, as ggml's rope_ext takes them.
+// Pair p (0 <= p < n_rot/2) of a token at position pos turns by
+//   θ_extrap = pos · base^(-2p/n_rot) / freq_factors[p],  θ_interp = freq_scale · θ_extrap,
+//   θ = θ_interp·(1 - ramp) + θ_extrap·ramp,  ramp = ext_factor · (1 - clamp((p - corr_lo) / max(0.001, corr_hi - corr_lo), 0, 1))
+// and cos θ, sin θ are scaled by attn_factor (times 1 + 0.1·ln(1/freq_scale)
+// where ext_factor != 0: YaRN's mscale).
 typedef struct {
-    int n_rot;              // dimensions rotated per head (== head_dim here)
+    int n_rot;              // dimensions rotated per head (<= head_dim: the rest pass unchanged)
     int neox;               // 0: rotate pairs (2i, 2i+1) (llama); 1: pairs (i, i+n_rot/2) (qwen2/3)
     float base;             // theta base
-    float freq_scale;       // 1 / linear scaling factor (1: none)
-    const float *freq_factors;  // [n_rot/2] divisors of each frequency (Llama-3 rope_freqs), or NULL; backend memory
+    float freq_scale;       // 1 / linear (or YaRN) scaling factor (1: none)
+    float attn_factor;      // scales cos and sin (1: none; LongRoPE's attention factor, YaRN's mscale)
+    float ext_factor;       // YaRN extrapolation mix (0: none, 1: YaRN)
+    float corr_lo, corr_hi; // YaRN correction range in pairs (see arch.c's yarn_corr_dims)
+    const float *freq_factors;  // [n_rot/2] divisors of each frequency (Llama-3 rope_freqs, LongRoPE), or NULL; backend memory
 } rope_cfg;
+
+// How one layer attends (besides its shapes).
+typedef struct {
+    float scale;            // multiplies q·k (1/sqrt(head_dim) unless the architecture says otherwise)
+    int window;             // > 0: a token at position p sees positions p-window+1 .. p only (sliding window)
+    const float *sinks;     // [n_heads] one extra logit per head in every softmax row (gpt-oss), or NULL; backend memory
+} attn_cfg;
 
 // The KV cache is paged: each layer's K and V are pools of KV_BLOCK-position
 // blocks, n_blocks * KV_BLOCK rows each, so a sequence's positions need not
@@ -137,6 +152,12 @@ typedef struct backend_ops {
     void (*add)(backend *b, float *y, const float *x, size_t len);
     // out = silu(gate) * up, elementwise over [n, cols]. out may equal gate.
     void (*swiglu)(backend *b, float *out, const float *gate, const float *up, int n, int64_t cols);
+    // out[i] = gelu(gate[i]) * up[i] for i < len, gelu the tanh approximation
+    // taken as ggml's CPU path takes it: of gate rounded to fp16, rounded to
+    // fp16 (0 below -10, gate above 10). out may equal gate.
+    void (*geglu)(backend *b, float *out, const float *gate, const float *up, size_t len);
+    // x[0..len) *= s
+    void (*scale)(backend *b, float *x, float s, size_t len);
     // Rotates x: [n, n_heads, head_dim] in place; token i is at position pos[i] (backend memory).
     void (*rope)(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
                  const rope_cfg *rc);
@@ -146,10 +167,11 @@ typedef struct backend_ops {
     // Causal attention of the pass's tokens over their sequences' cached
     // positions (see fwd_batch). q: [n, n_heads, head_dim]; pools: kv_type
     // rows of n_kv_heads × head_dim values; out: [n, n_heads, head_dim].
-    // Query head h reads kv head h / (n_heads / n_kv_heads).
+    // Query head h reads kv head h / (n_heads / n_kv_heads). ac: the
+    // scale, sliding window and sinks (see attn_cfg).
     void (*attention)(backend *b, float *out, const float *q, const void *kpool,
                       const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
-                      int head_dim, int kv_type);
+                      int head_dim, int kv_type, const attn_cfg *ac);
 
     // ---- Mixture of experts (moe.c drives them; see moe.h) ----
     // The router's choice for n tokens: logits [n, n_exp] (backend memory) →

@@ -228,7 +228,7 @@ static void share_prefix(run *R, slot *s) {
         if (l > best) best = l, src = o ? o->seq : R->cache_seq;
     }
     if (best == 0) return;
-    model_seq_share(R->m, s->seq, src, best);
+    best = model_seq_share(R->m, s->seq, src, best);  // 0 where a sliding window no longer holds it
     s->n_done = best;
     R->sum->shared_tokens += best;
 }
@@ -241,8 +241,11 @@ static void keep_prefix(run *R, slot *s) {
         model_seq_free(R->m, s->seq);
         return;
     }
+    if (model_seq_rewind(R->m, s->seq, keep) == 0) {  // a sliding window no longer holds the prompt's end
+        model_seq_free(R->m, s->seq);
+        return;
+    }
     if (R->cache_seq >= 0) model_seq_free(R->m, R->cache_seq);
-    model_seq_rewind(R->m, s->seq, keep);
     free(R->cache_ids);
     R->cache_ids = s->ids;  // taken over
     s->ids = NULL;

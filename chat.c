@@ -173,7 +173,7 @@ static int sync_kv(chat *c, const int32_t *ids, int n, turn_stats *st, char *err
     if (n <= 0) return errf(err, "the conversation rendered to no tokens");
     while (k < have && k < n && c->kv_ids[k] == ids[k]) k++;
     if (k == n) k--;  // everything is cached: the last token runs again for its logits
-    model_rewind(c->m, k);
+    k = model_rewind(c->m, k);  // 0 where a sliding window no longer holds what position k reads
     st->n_reused = k;
     st->n_prompt = n - k;
     for (int i = k; i < n; i++) sampler_accept(c->smp, ids[i]);

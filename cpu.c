@@ -328,8 +328,49 @@ static void cpu_swiglu_oai(backend *b, float *out, const float *gate, const floa
     par_for(b, (int64_t)len, 16384, 64, swiglu_oai_range, &j);
 }
 
-// Rotation angles follow ggml's recurrence (theta *= theta_scale per pair) so
-// positions round exactly as llama.cpp's do.
+// gelu(x) by the tanh approximation, of x rounded to fp16 and rounded to
+// fp16, as ggml's CPU path reads it from its fp16 table.
+static float gelu_f16(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = fp16_to_f32(f32_to_fp16(x));
+    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return fp16_to_f32(f32_to_fp16(g));
+}
+
+// cos and sin of pair p's angle (theta_extrap: the unscaled angle over the
+// frequency factor), scaled: backend.h's rope_cfg, in ggml's rope_yarn order.
+static void rope_cos_sin(const rope_cfg *rc, int p, float theta_extrap, float *c, float *s) {
+    const float theta_interp = rc->freq_scale * theta_extrap;
+    float theta = theta_interp, mscale = rc->attn_factor;
+    if (rc->ext_factor != 0.0f) {
+        const float y = ((float)p - rc->corr_lo) / fmaxf(0.001f, rc->corr_hi - rc->corr_lo);
+        const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * rc->ext_factor;
+        theta = fmaf(theta_extrap, ramp, theta_interp * (1.0f - ramp));
+        mscale *= 1.0f + 0.1f * logf(1.0f / rc->freq_scale);
+    }
+    *c = cosf(theta) * mscale;
+    *s = sinf(theta) * mscale;
+}
+
+static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
+    const swiglu_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = gelu_f16(j->gate[i]) * j->up[i];
+}
+
+static void cpu_geglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
+    swiglu_job j = {out, gate, up};
+    par_for(b, (int64_t)len, 16384, 64, geglu_range, &j);
+}
+
+static void cpu_scale(backend *b, float *x, float s, size_t len) {
+    (void)b;
+    for (size_t i = 0; i < len; i++) x[i] *= s;
+}
+
+// Rotation angles follow ggml's recurrence (theta *= theta_scale per pair) and
+// its YaRN mix (backend.h's rope_cfg) so positions round exactly as
+// llama.cpp's do.
 static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
                      const rope_cfg *rc) {
     (void)b;
@@ -337,11 +378,9 @@ static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, con
     const float theta_scale = powf(rc->base, -2.0f / (float)nr);
     float cs[512], sn[512];  // n_rot <= 1024 (checked at load)
     for (int i = 0; i < n; i++) {
-        float theta = (float)pos[i] * rc->freq_scale;
+        float theta = (float)pos[i];
         for (int p = 0; p < half; p++) {
-            float th = rc->freq_factors ? theta / rc->freq_factors[p] : theta;
-            cs[p] = cosf(th);
-            sn[p] = sinf(th);
+            rope_cos_sin(rc, p, rc->freq_factors ? theta / rc->freq_factors[p] : theta, &cs[p], &sn[p]);
             theta *= theta_scale;
         }
         for (int h = 0; h < n_heads; h++) {
@@ -460,8 +499,22 @@ static void mad_f16(uint16_t *acc, float scale, float w, const uint16_t *b, int 
 // a quarter of the softmax time of a 512-token prefill.
 static inline float exp_neg(float x) { return x < -104.0f ? 0.0f : expf(x); }
 
+// A head's sink logit joins the softmax's sum S (not its output), after the
+// keys, as ggml's flash attention adds it: the output's rescale by ms.
+static float sink_rescale(const float *sinks, int h, float M, float *S) {
+    if (!sinks) return 1.0f;
+    const float s = sinks[h];
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) ms = exp_neg(M - s);
+    else vs = exp_neg(s - M);
+    *S = *S * ms + vs;
+    return ms;
+}
+
+// Keys [j0, n_keys) of a sequence whose block table is `table`: j0 > 0 when
+// a sliding window hides the earlier ones.
 static void attend_heads(float *out, const float *q, const uint16_t *k, const uint16_t *v, const int32_t *table,
-                         int n_keys, int kv_stride, int head_dim, int nh) {
+                         int j0, int n_keys, int kv_stride, int head_dim, int nh, const attn_cfg *ac, int h0) {
     float qh[ATT_HEADS][1024], M[ATT_HEADS], S[ATT_HEADS];
     uint16_t acc[ATT_HEADS][1024];
     for (int h = 0; h < nh; h++) {
@@ -469,8 +522,8 @@ static void attend_heads(float *out, const float *q, const uint16_t *k, const ui
         memset(acc[h], 0, sizeof(uint16_t) * head_dim);
         M[h] = -INFINITY, S[h] = 0;
     }
-    const float scale = 1.0f / sqrtf((float)head_dim);
-    for (int j = 0; j < n_keys; j++) {
+    const float scale = ac->scale;
+    for (int j = j0; j < n_keys; j++) {
         const size_t row = ((size_t)table[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK) * kv_stride;
         for (int h = 0; h < nh; h++) {
             const float s = dot_f16(qh[h], k + row, head_dim) * scale;
@@ -482,8 +535,9 @@ static void attend_heads(float *out, const float *q, const uint16_t *k, const ui
         }
     }
     for (int h = 0; h < nh; h++) {
+        const float ms = sink_rescale(ac->sinks, h0 + h, M[h], &S[h]);
         const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        for (int d = 0; d < head_dim; d++) out[h * head_dim + d] = fp16_to_f32(acc[h][d]) * inv;
+        for (int d = 0; d < head_dim; d++) out[h * head_dim + d] = fp16_to_f32(acc[h][d]) * ms * inv;
     }
 }
 
@@ -532,11 +586,11 @@ static void mad_q8(float *acc, float ms, float vs, const int8_t *v, const uint16
 // pools: the same online softmax over values d·q in float, with float
 // accumulators (llama.cpp's path for V types other than fp16).
 static void attend_heads_q8(float *out, const float *q, const uint8_t *kpool, const uint8_t *vpool,
-                            const int32_t *table, int n_keys, size_t row_bytes, int kv_dim, int col, int head_dim,
-                            int nh) {
+                            const int32_t *table, int j0, int n_keys, size_t row_bytes, int kv_dim, int col,
+                            int head_dim, int nh, const attn_cfg *ac, int h0) {
     float acc[ATT_HEADS][1024], M[ATT_HEADS], S[ATT_HEADS];
     for (int h = 0; h < nh; h++) memset(acc[h], 0, sizeof(float) * head_dim), M[h] = -INFINITY, S[h] = 0;
-    const float scale = 1.0f / sqrtf((float)head_dim);
+    const float scale = ac->scale;
 #if defined(__SSE__)
     // Weights e^(s - M) of far-off keys and the rescaled accumulators reach
     // subnormal floats, which cost x86 a microcode assist per operation
@@ -545,7 +599,7 @@ static void attend_heads_q8(float *out, const float *q, const uint8_t *kpool, co
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040);  // FTZ | DAZ
 #endif
-    for (int j = 0; j < n_keys; j++) {
+    for (int j = j0; j < n_keys; j++) {
         const size_t row = ((size_t)table[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK) * row_bytes;
         const int8_t *kq = (const int8_t *)(kpool + row) + col, *vq = (const int8_t *)(vpool + row) + col;
         const uint16_t *kd = (const uint16_t *)(kpool + row + kv_dim) + col / 32;
@@ -560,8 +614,9 @@ static void attend_heads_q8(float *out, const float *q, const uint8_t *kpool, co
         }
     }
     for (int h = 0; h < nh; h++) {
+        const float ms = sink_rescale(ac->sinks, h0 + h, M[h], &S[h]);
         const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        for (int d = 0; d < head_dim; d++) out[h * head_dim + d] = acc[h][d] * inv;
+        for (int d = 0; d < head_dim; d++) out[h * head_dim + d] = acc[h][d] * ms * inv;
     }
 #if defined(__SSE__)
     _mm_setcsr(csr);
@@ -574,6 +629,7 @@ typedef struct {
     const void *kpool, *vpool;
     const fwd_batch *fb;
     int n_heads, n_kv_heads, head_dim, kv_type;
+    const attn_cfg *ac;
 } attention_job;
 
 // Work items [i0, i1): item i is (token i / units, kv head, a chunk of up to
@@ -589,20 +645,20 @@ static void attention_items(void *ctx, int64_t i0, int64_t i1) {
         const int nh = group - u % chunks * ATT_HEADS < ATT_HEADS ? group - u % chunks * ATT_HEADS : ATT_HEADS;
         const size_t off = ((size_t)t * j->n_heads + h) * j->head_dim, col = (size_t)kvh * j->head_dim;
         const int32_t *table = j->fb->tables + (size_t)j->fb->seq[t] * j->fb->max_blocks;
-        const int len = j->fb->pos[t] + 1;
+        const int len = j->fb->pos[t] + 1, w = j->ac->window, j0 = w > 0 && len > w ? len - w : 0;
         if (j->kv_type == KV_Q8)
-            attend_heads_q8(j->out + off, j->q + off, j->kpool, j->vpool, table, len, row_bytes, kv_dim, (int)col,
-                            j->head_dim, nh);
+            attend_heads_q8(j->out + off, j->q + off, j->kpool, j->vpool, table, j0, len, row_bytes, kv_dim, (int)col,
+                            j->head_dim, nh, j->ac, h);
         else
             attend_heads(j->out + off, j->q + off, (const uint16_t *)j->kpool + col, (const uint16_t *)j->vpool + col,
-                         table, len, kv_dim, j->head_dim, nh);
+                         table, j0, len, kv_dim, j->head_dim, nh, j->ac, h);
     }
 }
 
 static void cpu_attention(backend *b, float *out, const float *q, const void *kpool,
                           const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
-                          int head_dim, int kv_type) {
-    attention_job j = {out, q, kpool, vpool, fb, n_heads, n_kv_heads, head_dim, kv_type};
+                          int head_dim, int kv_type, const attn_cfg *ac) {
+    attention_job j = {out, q, kpool, vpool, fb, n_heads, n_kv_heads, head_dim, kv_type, ac};
     const int units = n_kv_heads * ((n_heads / n_kv_heads + ATT_HEADS - 1) / ATT_HEADS);
     par_for(b, (int64_t)fb->n * units, 1, 1, attention_items, &j);
 }
@@ -661,6 +717,8 @@ const backend_ops cpu_backend = {
     .add_bias = cpu_add_bias,
     .add = cpu_add,
     .swiglu = cpu_swiglu,
+    .geglu = cpu_geglu,
+    .scale = cpu_scale,
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,

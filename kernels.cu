@@ -777,10 +777,32 @@ QHD void mv_item(const uint8_t *w, const dlayout &L, int64_t r, int64_t it, cons
 
 // Angle of pair p at position pos, by cpu.c's recurrence (theta *= theta_scale
 // once per pair), so both backends rotate by the same float angles.
-QHD float rope_theta(int pos, int p, float freq_scale, float theta_scale, const float *ff) {
-    float th = (float)pos * freq_scale;
+// Pair p's unscaled angle over its frequency factor (cpu.c's recurrence).
+QHD float rope_theta(int pos, int p, float theta_scale, const float *ff) {
+    float th = (float)pos;
     for (int i = 0; i < p; i++) th *= theta_scale;
     return ff ? th / ff[p] : th;
+}
+
+// The angle and the cos/sin scale of pair p from its unscaled angle: cpu.c's
+// rope_cos_sin (backend.h's rope_cfg, ggml's rope_yarn).
+QHD float rope_angle(const rope_cfg &rc, int p, float theta_extrap, float *mscale) {
+    const float theta_interp = rc.freq_scale * theta_extrap;
+    *mscale = rc.attn_factor;
+    if (rc.ext_factor == 0.0f) return theta_interp;
+    const float y = ((float)p - rc.corr_lo) / fmaxf(0.001f, rc.corr_hi - rc.corr_lo);
+    const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * rc.ext_factor;
+    *mscale *= 1.0f + 0.1f * logf(1.0f / rc.freq_scale);
+    return fmaf(theta_extrap, ramp, theta_interp * (1.0f - ramp));
+}
+
+// gelu(x) (tanh approximation) of x rounded to fp16, rounded to fp16: cpu.c's gelu_f16.
+QHD float gelu_f16(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = __half2float(__float2half_rn(x));
+    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return __half2float(__float2half_rn(g));
 }
 
 QHD int64_t kv_row(const int32_t *tables, int max_blocks, int seq, int p) {
@@ -1177,6 +1199,16 @@ __global__ void k_swiglu_oai(float *out, const float *gate, const float *__restr
     }
 }
 
+__global__ void k_geglu(float *out, const float *gate, const float *__restrict__ up, int64_t len) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = gelu_f16(gate[i]) * up[i];
+}
+
+__global__ void k_scale(float *__restrict__ x, float s, int64_t len) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
 // One thread per (token, head, rotated pair).
 __global__ void k_rope(float *x, int n, int n_heads, int head_dim, const int32_t *__restrict__ pos, rope_cfg rc,
                        float theta_scale) {
@@ -1185,9 +1217,11 @@ __global__ void k_rope(float *x, int n, int n_heads, int head_dim, const int32_t
     if (idx >= (int64_t)n * n_heads * half) return;
     const int p = (int)(idx % half);
     const int64_t th = idx / half;  // token * n_heads + head
-    const float theta = rope_theta(pos[th / n_heads], p, rc.freq_scale, theta_scale, rc.freq_factors);
+    float mscale;
+    const float theta = rope_angle(rc, p, rope_theta(pos[th / n_heads], p, theta_scale, rc.freq_factors), &mscale);
     float s, c;
     sincosf(theta, &s, &c);
+    s *= mscale, c *= mscale;
     float *v = x + th * head_dim;
     const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
     const float x0 = v[a], x1 = v[b];
@@ -1245,10 +1279,24 @@ typedef struct {
     int n_heads, D, kv_dim, n_splits;
     att_plan P;
     float scale;
+    int window;                 // > 0: sliding window (backend.h's attn_cfg)
+    const float *sinks;         // [n_heads] or NULL
     float *out;                 // [n, n_heads, D]
     float *part;                // [nt, n_heads, n_splits, D] split outputs, unnormalized
     float2 *ml;                 // [nt, n_heads, n_splits] (max, sum) of each split
 } attn_args;
+
+// A head's sink logit joins the softmax sum l of a row whose running maximum
+// is m (cpu.c's sink_rescale): returns the factor the output takes.
+__device__ __forceinline__ float sink_fold(float sink, float m, float *l) {
+    if (sink > m) {
+        const float ms = expf(m - sink);
+        *l = *l * ms + 1.0f;
+        return ms;
+    }
+    *l += expf(sink - m);
+    return 1.0f;
+}
 
 // Values col .. col+7 of a pool row as 8 fp16 (q8: d·q rounded to fp16).
 __device__ __forceinline__ uint4 kv_load8(const uint8_t *row, int col, int kv_dim, int q8) {
@@ -1313,12 +1361,17 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
         }
         if (seen) continue;
         const int p1 = min(p0 + P.chunk, len);
-        for (int kt0 = p0; kt0 < p1; kt0 += ATT_KT) {
+        // the first tile any of the sequence's tokens here sees (sliding window)
+        int lo = len;
+        for (int t = 0; t < TQ; t++)
+            if (tseq[t] == sq) lo = min(lo, a.window > 0 ? tlen[t] - a.window : 0);
+        const int kfirst = lo > p0 ? p0 + (lo - p0) / ATT_KT * ATT_KT : p0;
+        for (int kt0 = kfirst; kt0 < p1; kt0 += ATT_KT) {
             __syncthreads();  // the previous tile is consumed
             for (int i = tid; i < ATT_KT * P.du; i += ATT_THREADS) {
                 const int j = i / P.du, c = i % P.du, p = kt0 + j;
                 uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-                if (p < p1) {
+                if (p < p1 && p >= lo) {  // below lo: no token here reads it (a sliding cache may not hold it)
                     const int64_t off = kv_row(a.tables, a.max_blocks, sq, p) * a.row_bytes;
                     const int col = kvh * D + 8 * c;
                     kv = kv_load8(a.k + off, col, a.kv_dim, a.kv_q8);
@@ -1332,7 +1385,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
             for (int i = tid; i < R * ATT_KT; i += ATT_THREADS) {  // scores
                 const int j = i % ATT_KT, r = i / ATT_KT, t = r / G, p = kt0 + j;
                 float s = -INFINITY;
-                if (tseq[t] == sq && p < tlen[t] && p < p1) {
+                if (tseq[t] == sq && p < tlen[t] && p < p1 && (a.window <= 0 || p >= tlen[t] - a.window)) {
                     const float *qr = qs + (size_t)r * D;
                     const __half2 *kr = (const __half2 *)(ks + j * ld);
                     float dot = 0.0f;
@@ -1392,10 +1445,11 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
         const int t = r / G, g = r % G, tl = tl0 + t, h = h0 + g;
         const int nsp = att_splits_of(tlen[t], P.chunk);
         if (split >= nsp) continue;  // nothing of this token in the split
-        const float l = lrow[r];
+        float l = lrow[r];
         if (nsp == 1) {  // the merge would compute exactly this
+            const float ms = a.sinks ? sink_fold(a.sinks[h], mrow[r], &l) : 1.0f;
             float *o = a.out + ((int64_t)(a.t0 + tl) * a.n_heads + h) * D + 8 * du;
-            for (int e = 0; e < 8; e++) o[e] = l > 0.0f ? O[i][e] / l : 0.0f;
+            for (int e = 0; e < 8; e++) o[e] = l > 0.0f ? O[i][e] * ms / l : 0.0f;
         } else {
             const int64_t ps = ((int64_t)tl * a.n_heads + h) * a.n_splits + split;
             float *o = a.part + ps * D + 8 * du;
@@ -1415,11 +1469,12 @@ __global__ void k_attn_merge(attn_args a) {
     float M = -INFINITY, L = 0.0f;
     for (int s = 0; s < nsp; s++) M = fmaxf(M, ml[s].x);
     for (int s = 0; s < nsp; s++) L += expf(ml[s].x - M) * ml[s].y;
+    const float ms = a.sinks ? sink_fold(a.sinks[h], M, &L) : 1.0f;
     float *o = a.out + ((int64_t)tok * a.n_heads + h) * a.D;
     for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
         float acc = 0.0f;
         for (int s = 0; s < nsp; s++) acc += expf(ml[s].x - M) * a.part[(base + s) * a.D + d];
-        o[d] = L > 0.0f ? acc / L : 0.0f;
+        o[d] = L > 0.0f ? acc * ms / L : 0.0f;
     }
 }
 
@@ -1980,6 +2035,20 @@ static void cuda_swiglu(backend *b, float *out, const float *gate, const float *
     LAUNCHED("k_swiglu");
 }
 
+static void cuda_geglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
+    act_forget(b);
+    if (!len) return;
+    k_geglu<<<grid_for((int64_t)len, 256), 256, 0, b->stream>>>(out, gate, up, (int64_t)len);
+    LAUNCHED("k_geglu");
+}
+
+static void cuda_scale(backend *b, float *x, float s, size_t len) {
+    act_forget(b);
+    if (!len) return;
+    k_scale<<<grid_for((int64_t)len, 256), 256, 0, b->stream>>>(x, s, (int64_t)len);
+    LAUNCHED("k_scale");
+}
+
 static void cuda_rope(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos, const rope_cfg *rc) {
     act_forget(b);
     const int64_t items = (int64_t)n * n_heads * (rc->n_rot / 2);
@@ -2353,7 +2422,8 @@ static void launch_attention(backend *b, attn_args a, int t0, int nt, int tq) {
 }
 
 static void cuda_attention(backend *b, float *out, const float *q, const void *kpool, const void *vpool,
-                           const fwd_batch *fb, int n_heads, int n_kv_heads, int head_dim, int kv_type) {
+                           const fwd_batch *fb, int n_heads, int n_kv_heads, int head_dim, int kv_type,
+                           const attn_cfg *ac) {
     act_forget(b);
     if (fb->n <= 0) return;
     if (head_dim % (kv_type == KV_Q8 ? 32 : 8) || head_dim > ATT_DMAX || n_kv_heads <= 0 || n_heads % n_kv_heads) {
@@ -2374,7 +2444,7 @@ static void cuda_attention(backend *b, float *out, const float *q, const void *k
     a.kv_q8 = kv_type == KV_Q8, a.row_bytes = (int64_t)kv_row_bytes(kv_type, n_kv_heads * head_dim);
     a.pos = fb->pos, a.seq = fb->seq, a.tables = fb->tables, a.max_blocks = fb->max_blocks;
     a.n_heads = n_heads, a.D = head_dim, a.kv_dim = n_kv_heads * head_dim;
-    a.scale = 1.0f / sqrtf((float)head_dim);
+    a.scale = ac->scale, a.window = ac->window, a.sinks = ac->sinks;
     a.out = out;
     // a prompt's tokens share K/V tiles; other tokens (one per sequence) go alone
     const int np = fb->n_prompt >= 2 ? (fb->n_prompt < fb->n ? fb->n_prompt : fb->n) : 0;
@@ -2603,6 +2673,8 @@ extern "C" const backend_ops cuda_backend = {
     .add_bias = cuda_add_bias,
     .add = cuda_add,
     .swiglu = cuda_swiglu,
+    .geglu = cuda_geglu,
+    .scale = cuda_scale,
     .rope = cuda_rope,
     .kv_store = cuda_kv_store,
     .attention = cuda_attention,
@@ -2774,9 +2846,9 @@ static int st_rope(FILE *log, char *err) {
         const float ts = powf(bases[bi], -2.0f / (float)n_rot);
         const int positions[] = {0, 1, 17, 4095, 131071};
         for (int pi = 0; pi < 5; pi++) {
-            float theta = (float)positions[pi] * 0.5f;  // cpu.c's loop
+            float theta = (float)positions[pi];  // cpu.c's loop
             for (int p = 0; p < n_rot / 2; p++) {
-                const float want = theta / ff[p], got = rope_theta(positions[pi], p, 0.5f, ts, ff);
+                const float want = theta / ff[p], got = rope_theta(positions[pi], p, ts, ff);
                 if (memcmp(&want, &got, 4))
                     return errf(err, "rope: base %g pos %d pair %d: angle %.9g, cpu.c %.9g", (double)bases[bi],
                                 positions[pi], p, (double)got, (double)want);

@@ -63,17 +63,34 @@ int kv_seq_new(kvcache *kv) {
     for (int s = 0; s < kv->max_seqs; s++)
         if (!kv->seqs[s].live) {
             kv->seqs[s].live = 1;
-            kv->seqs[s].len = kv->seqs[s].n_blocks = 0;
+            kv->seqs[s].len = kv->seqs[s].n_blocks = kv->seqs[s].floor = 0;
             return s;
         }
     return -1;
 }
 
+static void release(kvcache *kv, int32_t b) {
+    if (b >= 0 && --kv->ref[b] == 0) kv->free[kv->n_free++] = b;
+}
+
 static void drop_blocks(kvcache *kv, kv_seq *q, int keep) {
-    for (; q->n_blocks > keep; q->n_blocks--) {
-        int32_t b = q->table[q->n_blocks - 1];
-        if (--kv->ref[b] == 0) kv->free[kv->n_free++] = b;
-    }
+    for (; q->n_blocks > keep; q->n_blocks--) release(kv, q->table[q->n_blocks - 1]);
+    if (q->n_blocks * KV_BLOCK < q->floor) q->floor = q->n_blocks * KV_BLOCK;
+}
+
+void kv_forget(kvcache *kv, int s, int pos) {
+    kv_seq *q = &kv->seqs[s];
+    const int end = pos / KV_BLOCK < q->n_blocks ? pos / KV_BLOCK : q->n_blocks;
+    for (int i = q->floor / KV_BLOCK; i < end; i++) release(kv, q->table[i]), q->table[i] = -1;
+    if (end * KV_BLOCK > q->floor) q->floor = end * KV_BLOCK;
+}
+
+void kv_start_at(kvcache *kv, int s, int pos) {
+    kv_seq *q = &kv->seqs[s];
+    drop_blocks(kv, q, 0);
+    q->n_blocks = pos / KV_BLOCK;
+    for (int i = 0; i < q->n_blocks; i++) q->table[i] = -1;
+    q->len = q->floor = q->n_blocks * KV_BLOCK;
 }
 
 void kv_seq_free(kvcache *kv, int s) {
@@ -87,8 +104,10 @@ void kv_seq_share(kvcache *kv, int dst, int src, int len) {
     if (len > q->len) len = q->len;
     drop_blocks(kv, d, 0);
     d->n_blocks = kv_blocks_for(len);
-    for (int i = 0; i < d->n_blocks; i++) kv->ref[d->table[i] = q->table[i]]++;
+    for (int i = 0; i < d->n_blocks; i++)
+        if ((d->table[i] = q->table[i]) >= 0) kv->ref[d->table[i]]++;
     d->len = len;
+    d->floor = q->floor < d->n_blocks * KV_BLOCK ? q->floor : d->n_blocks * KV_BLOCK;
 }
 
 void kv_truncate(kvcache *kv, int s, int len) {

@@ -15,6 +15,7 @@
 
 typedef struct {
     int len;          // positions filled: the next token goes at position len
+    int floor;        // positions below it were forgotten (kv_forget; a multiple of KV_BLOCK): their table entries are -1
     int n_blocks;     // blocks in table (covering positions 0 .. n_blocks*KV_BLOCK-1)
     int live;         // 1 while the sequence exists
     int32_t *table;   // [max_blocks] block ids, in position order
@@ -49,7 +50,8 @@ size_t kv_bytes(const kvcache *kv);  // backend bytes held by the pools
 int kv_seq_new(kvcache *kv);
 // Ends a sequence and returns its blocks.
 void kv_seq_free(kvcache *kv, int s);
-// Makes dst (a live, empty sequence) share the first len positions of src.
+// Makes dst (a live, empty sequence) share the first len positions of src
+// (and what src forgot of them).
 void kv_seq_share(kvcache *kv, int dst, int src, int len);
 // Forgets positions >= len of s, returning blocks reserved beyond them
 // (no-op if len > its length).
@@ -58,7 +60,13 @@ void kv_truncate(kvcache *kv, int s, int len);
 // a shared last block. Returns 0, or -1 (nothing changed) when the pool or
 // the sequence's context would overflow.
 int kv_reserve(kvcache *kv, int s, int n, char *err);
-// Pool row holding position p of s (p < reserved capacity).
+// Returns the blocks of s that hold only positions below pos (a sliding
+// window's cache: what no later token reads); their table entries become -1.
+void kv_forget(kvcache *kv, int s, int pos);
+// Makes the empty sequence s start at position pos (rounded down to a block):
+// positions below it are forgotten, as kv_forget leaves them.
+void kv_start_at(kvcache *kv, int s, int pos);
+// Pool row holding position p of s (floor <= p < reserved capacity).
 static inline int32_t kv_slot(const kvcache *kv, int s, int p) {
     return kv->seqs[s].table[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK;
 }

@@ -1,8 +1,10 @@
 // model.c — weights from a GGUF file and the transformer forward pass.
 //
-// One forward pass serves every architecture quill runs (llama, qwen2, qwen3):
-// they differ only in optional tensors (q/k/v biases, per-head q/k norms) and
-// the rope pairing, which are data here, not branches on the architecture.
+// One forward pass serves every architecture quill runs (arch.c's table):
+// they differ in optional tensors (biases, per-head q/k norms, post-norms,
+// sinks), fused tensors, the FFN's activation, the embedding scale and each
+// layer's rope and attention window, which are data here, not branches on
+// the architecture.
 // The pass is written over the backend op table and never asks which backend
 // runs it.
 #include "model.h"
@@ -19,6 +21,10 @@
 #define MAX_BATCH 512     // prompt tokens per forward chunk: bounds activation memory
 #define OUT_CHUNK 32      // tokens per output-projection chunk: bounds the logits buffer
 #define GRAPH_MAX_N 8     // passes of up to this many tokens are recorded as backend graphs
+// Positions a sliding-window layer keeps beyond its window, so that rewinds by
+// up to this many (speculative rollbacks, a chat turn re-rendered at its end)
+// still find the window of the position they return to.
+#define SWA_KEEP 256
 
 struct model {
     gguf_file gguf;          // the mmapped file; weights point into it
@@ -29,8 +35,14 @@ struct model {
     qmat output_norm;        // [dim]
     qmat output;             // [n_vocab, dim] (tok_embd when tied)
     qmat rope_freqs;         // [n_rot/2] Llama-3 frequency divisors (data NULL when absent)
+    qmat rope_short, rope_long;  // [n_rot/2] LongRoPE divisors (phi3; data NULL when absent)
     layer_weights *layers;   // [n_layers]
-    kvcache kv;
+    // K and V: the full-attention layers keep every position (kv); the
+    // sliding-window layers keep only the last window plus SWA_KEEP positions
+    // of each sequence (kv_swa, a small pool: blocks below are returned as the
+    // sequence grows). Both hold the same sequences at the same lengths.
+    kvcache kv, kv_swa;
+    int32_t *layer_idx;      // [n_layers] layer l's index in its cache (kv_swa when it slides)
     size_t weight_bytes;     // bytes one decode step reads (an MoE: the average token's)
     size_t total_bytes;      // bytes of all weights
     moe_ctx moe;             // the MoE block's activations (cfg.n_expert > 0)
@@ -47,132 +59,35 @@ struct model {
     float *logits;  // [OUT_CHUNK, n_vocab]
     void *moe_mem;  // moe_scratch_bytes for n_batch tokens (an MoE), carved by moe_init
     fwd_batch fb;   // the pass's token map; its arrays are carved from act_mem too
+    fwd_batch fb_swa;  // fb with kv_swa's slots and block tables (ids, pos, seq shared)
     // host staging for fb's arrays and the pass's bookkeeping (one allocation)
     void *host_mem;
-    int32_t *h_ids, *h_pos, *h_seq, *h_slot;  // [n_batch]
-    int32_t *h_tables;                          // [tables_rows, kv.max_blocks]
+    int32_t *h_ids, *h_pos, *h_seq, *h_slot, *h_slot_swa;  // [n_batch]
+    int32_t *h_tables, *h_tables_swa;                        // [tables_rows, kv.max_blocks]
     int32_t *row_of;  // [kv.max_seqs] scratch: a sequence's row in h_tables, or -1
     int32_t *added;   // [kv.max_seqs] scratch: tokens a call adds to each sequence
     // per graph key (see pass_key): 0 never run, 1 run once, 2 recorded, -1 not recordable
     signed char graph_state[BACKEND_GRAPHS];
 };
 
-static const char *ARCH_NAMES[] = {[ARCH_LLAMA] = "llama", [ARCH_QWEN2] = "qwen2", [ARCH_QWEN3] = "qwen3",
-                                   [ARCH_QWEN3MOE] = "qwen3moe"};
-
-// ---- metadata -------------------------------------------------------------
-
-// Reads "<arch>.<suffix>" as u32. Returns 0, or -1 with err when required and absent.
-static int meta_u32(const gguf_file *f, const char *arch, const char *suffix, uint32_t *out,
-                    int required, char *err) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    int r = gguf_get_u32(f, key, out, err);
-    if (r == 1 && required) return errf(err, "missing metadata key '%s'", key);
-    return r < 0 ? -1 : 0;
-}
-
-static int meta_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, char *err) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    return gguf_get_f32(f, key, out, err) < 0 ? -1 : 0;
-}
-
-static int read_rope_scaling(const gguf_file *f, const char *arch, model_config *c, char *err) {
-    char key[128];
-    gguf_str type = {"none", 4};
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    if (gguf_get_str(f, key, &type, err) < 0) return -1;
-    float factor = 1.0f;
-    if (meta_f32(f, arch, "rope.scaling.factor", &factor, err) < 0) return -1;
-    if (gguf_str_eq(type, "none") || factor == 1.0f || factor == 0.0f) return 0;
-    if (!gguf_str_eq(type, "linear"))
-        return errf(err, "key '%s': rope scaling '%.*s' is not supported (quill knows none, linear)",
-                    key, (int)type.len, type.ptr);
-    if (!(factor > 0.0f)) return errf(err, "key '%s.rope.scaling.factor': must be > 0", arch);
-    c->rope.freq_scale = 1.0f / factor;
-    return 0;
-}
-
-// The mixture-of-experts keys: expert_count, expert_used_count and
-// expert_feed_forward_length (each expert's hidden width).
-static int read_experts(const gguf_file *f, const char *an, model_config *c, char *err) {
-    uint32_t ne = 0, used = 0, ffn = 0;
-    if (meta_u32(f, an, "expert_count", &ne, 1, err) || meta_u32(f, an, "expert_used_count", &used, 1, err) ||
-        meta_u32(f, an, "expert_feed_forward_length", &ffn, 1, err))
-        return -1;
-    if (ne < 1 || ne > MOE_MAX_EXPERTS)
-        return errf(err, "key '%s.expert_count': %u experts (quill runs 1 to %d)", an, ne, MOE_MAX_EXPERTS);
-    if (used < 1 || used > ne)
-        return errf(err, "key '%s.expert_used_count': %u is not in 1 .. expert_count (%u)", an, used, ne);
-    if (ffn < 1 || ffn > (1u << 24)) return errf(err, "key '%s.expert_feed_forward_length': %u is implausible", an, ffn);
-    c->n_expert = (int)ne, c->n_expert_used = (int)used, c->ffn_expert = (int)ffn;
-    return 0;
-}
-
-static int read_config(const gguf_file *f, model_config *c, char *err) {
-    gguf_str a;
-    int r = gguf_get_str(f, "general.architecture", &a, err);
-    if (r) return r < 0 ? -1 : errf(err, "missing metadata key 'general.architecture'");
-    int found = 0;
-    for (int i = 0; i < (int)(sizeof ARCH_NAMES / sizeof *ARCH_NAMES); i++)
-        if (gguf_str_eq(a, ARCH_NAMES[i])) c->arch = i, found = 1;
-    if (!found)
-        return errf(err, "architecture '%.*s' is not supported (quill runs llama, qwen2, qwen3, qwen3moe)",
-                    (int)a.len, a.ptr);
-    const char *an = ARCH_NAMES[c->arch];
-    uint32_t dim, layers, heads, kv_heads = 0, ffn, ctx = 0, hd = 0, vd = 0, n_rot = 0;
-    if (meta_u32(f, an, "embedding_length", &dim, 1, err) ||
-        meta_u32(f, an, "block_count", &layers, 1, err) ||
-        meta_u32(f, an, "attention.head_count", &heads, 1, err) ||
-        meta_u32(f, an, "feed_forward_length", &ffn, 1, err) ||
-        meta_u32(f, an, "attention.head_count_kv", &kv_heads, 0, err) ||
-        meta_u32(f, an, "context_length", &ctx, 0, err) ||
-        meta_u32(f, an, "attention.key_length", &hd, 0, err) ||
-        meta_u32(f, an, "attention.value_length", &vd, 0, err) ||
-        meta_u32(f, an, "rope.dimension_count", &n_rot, 0, err))
-        return -1;
-    if (!dim || !layers || !heads || !ffn || dim > (1u << 20) || layers > 4096 || heads > 4096 ||
-        ffn > (1u << 24))
-        return errf(err, "implausible hyperparameters: dim %u, layers %u, heads %u, ffn %u", dim,
-                    layers, heads, ffn);
-    if (!kv_heads) kv_heads = heads;
-    if (!hd) hd = dim / heads;
-    if (!vd) vd = hd;
-    if (!n_rot) n_rot = hd;
-    if (heads % kv_heads) return errf(err, "head_count %u is not a multiple of head_count_kv %u", heads, kv_heads);
-    if (vd != hd) return errf(err, "value_length %u differs from key_length %u (not supported)", vd, hd);
-    if (hd == 0 || hd > 1024 || n_rot > hd || n_rot % 2)
-        return errf(err, "head_dim %u / rope dimension %u not supported (head_dim <= 1024, even rope dims)", hd, n_rot);
-    *c = (model_config){.arch = c->arch, .dim = (int)dim, .n_layers = (int)layers,
-                        .n_heads = (int)heads, .n_kv_heads = (int)kv_heads, .head_dim = (int)hd,
-                        .ffn = (int)ffn, .n_ctx_train = (int)ctx, .rms_eps = 1e-5f};
-    c->rope = (rope_cfg){.n_rot = (int)n_rot, .neox = c->arch != ARCH_LLAMA, .base = 10000.0f,
-                         .freq_scale = 1.0f};
-    if (meta_f32(f, an, "attention.layer_norm_rms_epsilon", &c->rms_eps, err) ||
-        meta_f32(f, an, "rope.freq_base", &c->rope.base, err) || read_rope_scaling(f, an, c, err))
-        return -1;
-    if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f))
-        return errf(err, "key '%s.attention.layer_norm_rms_epsilon': %g is not in (0, 1)", an, c->rms_eps);
-    if (!(c->rope.base > 1.0f && c->rope.base < 1e30f))
-        return errf(err, "key '%s.rope.freq_base': %g is not a finite number > 1", an, c->rope.base);
-    return c->arch == ARCH_QWEN3MOE ? read_experts(f, an, c, err) : 0;
-}
-
 // ---- tensors --------------------------------------------------------------
 
-// Looks up a tensor and checks it is [rows, cols] (vectors: rows == 1) and of
-// a type quill computes with; vectors (norms, biases) must be F32.
-static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64_t rows,
-                      int required, char *err) {
-    *out = (qmat){0};
+// Looks up a tensor and checks it is [Σ rows, cols] (vectors: rows == 1) and
+// of a type quill computes with; vectors (norms, biases) must be F32. Part i
+// of the k parts gets the next rows[i] rows (fused tensors: phi3's attn_qkv
+// and ffn_up), each uploaded on its own (a backend may repack a weight, so a
+// view into an uploaded one would not do).
+static int get_parts(model *m, qmat *const parts[], const int64_t rows[], int k, const char *name, int64_t cols,
+                     int required, char *err) {
+    int64_t total = 0;
+    for (int i = 0; i < k; i++) *parts[i] = (qmat){0}, total += rows[i];
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
     if (!t) return required ? errf(err, "tensor '%s' is missing", name) : 0;
     char tb[16];
     int64_t t_rows = t->n_dims > 1 ? t->ne[1] : 1;
-    if (t->ne[0] != cols || t_rows != rows || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != cols || t_rows != total || t->ne[2] != 1 || t->ne[3] != 1)
         return errf(err, "tensor '%s': expected shape [%lld, %lld], found [%lld, %lld, %lld, %lld]",
-                    name, (long long)cols, (long long)rows, (long long)t->ne[0],
+                    name, (long long)cols, (long long)total, (long long)t->ne[0],
                     (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
     const qtype_info *qi = qtype_get(t->type);
     if (!qi || !qi->compute) {
@@ -181,14 +96,22 @@ static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64
         return errf(err, "tensor '%s' has type %s, which quill cannot compute with (it runs %s)", name,
                     qtype_name(t->type, tb), runs);
     }
-    if (rows == 1 && t->type != Q_F32)
+    if (total == 1 && t->type != Q_F32)
         return errf(err, "tensor '%s': expected type F32, found %s", name, qtype_name(t->type, tb));
-    *out = (qmat){.type = t->type, .rows = rows, .cols = cols, .row_bytes = qtype_row_bytes(t->type, cols),
-                  .data = t->data};
-    if (m->ops->upload(m->be, out, err)) return -1;
+    const size_t row_bytes = qtype_row_bytes(t->type, cols);
+    const uint8_t *data = t->data;
+    for (int i = 0; i < k; i++) {
+        *parts[i] = (qmat){.type = t->type, .rows = rows[i], .cols = cols, .row_bytes = row_bytes, .data = data};
+        data += (size_t)rows[i] * row_bytes;
+        if (m->ops->upload(m->be, parts[i], err)) return -1;
+    }
     if (strcmp(name, "token_embd.weight")) m->weight_bytes += t->nbytes;
     m->total_bytes += t->nbytes;
     return 0;
+}
+
+static int get_tensor(model *m, qmat *out, const char *name, int64_t cols, int64_t rows, int required, char *err) {
+    return get_parts(m, (qmat *const[]){out}, (const int64_t[]){rows}, 1, name, cols, required, err);
 }
 
 // An expert tensor: n_exp stacked [rows, cols] matrices (GGUF [cols, rows,
@@ -242,36 +165,77 @@ static int load_experts(model *m, moe_weights *w, const char *prefix, char *err)
     return 0;
 }
 
-static int load_layer(model *m, int l, char *err) {
+// "blk.<l>.<suffix>", in parts (see get_parts)
+static int get_layer_parts(model *m, int l, qmat *const parts[], const int64_t rows[], int k, const char *suffix,
+                           int64_t cols, int required, char *err) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", l, suffix);
+    return get_parts(m, parts, rows, k, name, cols, required, err);
+}
+
+// The attention's weights: q, k, v (separate, or phi3's fused attn_qkv), the
+// output projection, and what the architecture adds.
+static int load_attention(model *m, int l, char *err) {
     const model_config *c = &m->cfg;
+    const arch_info *ai = c->ai;
     layer_weights *L = &m->layers[l];
-    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
-    const int bias = c->arch == ARCH_QWEN2, qk_norm = c->arch == ARCH_QWEN3 || c->arch == ARCH_QWEN3MOE;
-    const int dense = c->n_expert == 0;
-    struct { qmat *w; const char *name; int64_t cols, rows; int required; } spec[] = {
-        {&L->attn_norm, "attn_norm.weight", c->dim, 1, 1},
-        {&L->wq, "attn_q.weight", c->dim, qd, 1},
-        {&L->wk, "attn_k.weight", c->dim, kvd, 1},
-        {&L->wv, "attn_v.weight", c->dim, kvd, 1},
-        {&L->wo, "attn_output.weight", qd, c->dim, 1},
-        {&L->bq, "attn_q.bias", qd, 1, bias},
-        {&L->bk, "attn_k.bias", kvd, 1, bias},
-        {&L->bv, "attn_v.bias", kvd, 1, bias},
-        {&L->q_norm, "attn_q_norm.weight", c->head_dim, 1, qk_norm},
-        {&L->k_norm, "attn_k_norm.weight", c->head_dim, 1, qk_norm},
-        {&L->ffn_norm, "ffn_norm.weight", c->dim, 1, 1},
-        {&L->w_gate, "ffn_gate.weight", c->dim, c->ffn, dense},
-        {&L->w_up, "ffn_up.weight", c->dim, c->ffn, dense},
-        {&L->w_down, "ffn_down.weight", c->ffn, c->dim, dense},
+    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim, one = 1;
+    if (get_layer_parts(m, l, (qmat *const[]){&L->attn_norm}, &one, 1, "attn_norm.weight", c->dim, 1, err))
+        return -1;
+    int r = ai->fused_qkv
+                ? get_layer_parts(m, l, (qmat *const[]){&L->wq, &L->wk, &L->wv}, (const int64_t[]){qd, kvd, kvd}, 3,
+                                  "attn_qkv.weight", c->dim, 1, err)
+                : get_layer_parts(m, l, (qmat *const[]){&L->wq}, &qd, 1, "attn_q.weight", c->dim, 1, err) ||
+                      get_layer_parts(m, l, (qmat *const[]){&L->wk}, &kvd, 1, "attn_k.weight", c->dim, 1, err) ||
+                      get_layer_parts(m, l, (qmat *const[]){&L->wv}, &kvd, 1, "attn_v.weight", c->dim, 1, err);
+    if (r) return -1;
+    struct { qmat *w; const char *name; int64_t cols; int required; } spec[] = {
+        {&L->bq, "attn_q.bias", qd, ai->qkv_bias},
+        {&L->bk, "attn_k.bias", kvd, ai->qkv_bias},
+        {&L->bv, "attn_v.bias", kvd, ai->qkv_bias},
+        {&L->bo, "attn_output.bias", c->dim, ai->out_bias},
+        {&L->q_norm, "attn_q_norm.weight", c->head_dim, ai->qk_norm},
+        {&L->k_norm, "attn_k_norm.weight", c->head_dim, ai->qk_norm},
+        {&L->sinks, "attn_sinks.weight", c->n_heads, ai->sinks},
+        {&L->post_attn_norm, ai->post_norms ? "post_attention_norm.weight" : NULL, c->dim, 1},
     };
-    for (size_t i = 0; i < sizeof spec / sizeof *spec; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "blk.%d.%s", l, spec[i].name);
-        if (get_tensor(m, spec[i].w, name, spec[i].cols, spec[i].rows, spec[i].required, err)) return -1;
+    for (size_t i = 0; i < sizeof spec / sizeof *spec; i++)
+        if (spec[i].name && get_layer_parts(m, l, (qmat *const[]){spec[i].w}, &one, 1, spec[i].name, spec[i].cols,
+                                            spec[i].required, err))
+            return -1;
+    if ((L->bq.data != NULL) != (L->bk.data != NULL) || (L->bq.data != NULL) != (L->bv.data != NULL))
+        return errf(err, "layer %d has some of the q/k/v biases but not all three", l);
+    if ((L->q_norm.data != NULL) != (L->k_norm.data != NULL))
+        return errf(err, "layer %d has one of attn_q_norm / attn_k_norm but not the other", l);
+    return get_layer_parts(m, l, (qmat *const[]){&L->wo}, (const int64_t[]){c->dim}, 1, "attn_output.weight", qd, 1,
+                           err);
+}
+
+// The feed-forward weights: gate and up (separate, or phi3's fused ffn_up:
+// gate rows, then up rows), down, and the norms around them.
+static int load_ffn(model *m, int l, char *err) {
+    const model_config *c = &m->cfg;
+    const arch_info *ai = c->ai;
+    layer_weights *L = &m->layers[l];
+    const int64_t ffn = c->ffn, dim = c->dim, one = 1;
+    char norm[64];
+    snprintf(norm, sizeof norm, "%s.weight", ai->ffn_norm);
+    if (get_layer_parts(m, l, (qmat *const[]){&L->ffn_norm}, &one, 1, norm, dim, 1, err)) return -1;
+    if (c->n_expert) {  // the experts in place of the dense FFN
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "blk.%d.", l);
+        return load_experts(m, &L->moe, prefix, err);
     }
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "blk.%d.", l);
-    return dense ? 0 : load_experts(m, &L->moe, prefix, err);
+    int r = ai->fused_up
+                ? get_layer_parts(m, l, (qmat *const[]){&L->w_gate, &L->w_up}, (const int64_t[]){ffn, ffn}, 2,
+                                  "ffn_up.weight", dim, 1, err)
+                : get_layer_parts(m, l, (qmat *const[]){&L->w_gate}, &ffn, 1, "ffn_gate.weight", dim, 1, err) ||
+                      get_layer_parts(m, l, (qmat *const[]){&L->w_up}, &ffn, 1, "ffn_up.weight", dim, 1, err);
+    return r || get_layer_parts(m, l, (qmat *const[]){&L->w_down}, &dim, 1, "ffn_down.weight", ffn, 1, err) ||
+                   (ai->post_norms && get_layer_parts(m, l, (qmat *const[]){&L->post_ffn_norm}, &one, 1,
+                                                      "post_ffw_norm.weight", dim, 1, err))
+               ? -1
+               : 0;
 }
 
 static int load_weights(model *m, char *err) {
@@ -281,10 +245,13 @@ static int load_weights(model *m, char *err) {
     if (emb->n_dims != 2 || emb->ne[1] < 1 || emb->ne[1] > (1 << 24))
         return errf(err, "tensor 'token_embd.weight': expected [%d, n_vocab]", c->dim);
     c->n_vocab = (int)emb->ne[1];
+    const int64_t half = c->rope.n_rot / 2;
     if (get_tensor(m, &m->tok_embd, "token_embd.weight", c->dim, c->n_vocab, 1, err) ||
         get_tensor(m, &m->output_norm, "output_norm.weight", c->dim, 1, 1, err) ||
         get_tensor(m, &m->output, "output.weight", c->dim, c->n_vocab, 0, err) ||
-        get_tensor(m, &m->rope_freqs, "rope_freqs.weight", c->rope.n_rot / 2, 1, 0, err))
+        get_tensor(m, &m->rope_freqs, "rope_freqs.weight", half, 1, 0, err) ||
+        get_tensor(m, &m->rope_short, "rope_factors_short.weight", half, 1, 0, err) ||
+        get_tensor(m, &m->rope_long, "rope_factors_long.weight", half, 1, 0, err))
         return -1;
     if (!m->output.data) {  // tied: the output projection reads the whole embedding
         m->output = m->tok_embd;
@@ -292,12 +259,30 @@ static int load_weights(model *m, char *err) {
     }
     if (c->n_expert && !(m->ops->moe_route && m->ops->moe_group && m->ops->moe_matmul && m->ops->moe_combine))
         return errf(err, "the %s backend cannot run mixture-of-experts layers", m->ops->name);
-    c->rope.freq_factors = m->rope_freqs.data;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return errf(err, "out of memory");
     for (int l = 0; l < c->n_layers; l++)
-        if (load_layer(m, l, err)) return -1;
+        if (load_attention(m, l, err) || load_ffn(m, l, err)) return -1;
     return 0;
+}
+
+// Each layer's rope and attention options, for a context of ctx positions per
+// sequence: sliding layers take the window and their own rope; LongRoPE takes
+// its long factors only when ctx exceeds the original context (llama.cpp's
+// choice by the context per sequence), else the short ones.
+static void setup_layers(model *m, int ctx) {
+    const model_config *c = &m->cfg;
+    const float *factors = m->rope_freqs.data;
+    if (m->rope_short.data || m->rope_long.data)
+        factors = (ctx > c->n_ctx_orig && m->rope_long.data) || !m->rope_short.data ? m->rope_long.data
+                                                                                    : m->rope_short.data;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_weights *L = &m->layers[l];
+        const int slides = arch_layer_slides(c, l);
+        L->rope = slides ? c->rope_swa : c->rope;
+        L->rope.freq_factors = factors;
+        L->att = (attn_cfg){.scale = c->attn_scale, .window = slides ? c->n_swa : 0, .sinks = L->sinks.data};
+    }
 }
 
 // Carves one allocation into buffers: bytes[i] (rounded up to 64) go to *bufs[i].
@@ -336,21 +321,24 @@ static int alloc_activations(model *m, size_t limit, char *err) {
                  tables = (size_t)m->tables_rows * m->kv.max_blocks, seqs = (size_t)m->kv.max_seqs;
     fwd_batch *fb = &m->fb;
     const moe_cfg moe = {.n_exp = c->n_expert, .k = c->n_expert_used, .ffn = c->ffn_expert, .dim = c->dim,
-                         .gating = MOE_SOFTMAX_NORM};
+                         .gating = c->ai->moe_gating, .oai_glu = c->ai->oai_glu, .alpha = 1.702f, .limit = 7.0f};
     void **dev[] = {(void **)&m->x, (void **)&m->xb, (void **)&m->q, (void **)&m->k, (void **)&m->v,
                     (void **)&m->att, (void **)&m->hb, (void **)&m->hb2, (void **)&m->logits,
                     (void **)&fb->ids, (void **)&fb->pos, (void **)&fb->seq, (void **)&fb->slot,
-                    (void **)&fb->tables, &m->moe_mem};
+                    (void **)&fb->tables, (void **)&m->fb_swa.slot, (void **)&m->fb_swa.tables, &m->moe_mem};
     const size_t dev_bytes[] = {B * c->dim * f, B * c->dim * f, B * qd * f, B * kvd * f, B * kvd * f,
                                 B * qd * f, c->n_expert ? 0 : B * c->ffn * f, c->n_expert ? 0 : B * c->ffn * f,
                                 (size_t)OUT_CHUNK * c->n_vocab * f, B * i4, B * i4, B * i4, B * i4,
-                                tables * i4, c->n_expert ? moe_scratch_bytes(&moe, m->n_batch) : 0};
+                                tables * i4, B * i4, tables * i4, c->n_expert ? moe_scratch_bytes(&moe, m->n_batch) : 0};
     void **host[] = {(void **)&m->h_ids, (void **)&m->h_pos, (void **)&m->h_seq, (void **)&m->h_slot,
-                     (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added};
-    const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4};
+                     (void **)&m->h_tables, (void **)&m->row_of, (void **)&m->added, (void **)&m->h_slot_swa,
+                     (void **)&m->h_tables_swa};
+    const size_t host_bytes[] = {B * i4, B * i4, B * i4, B * i4, tables * i4, seqs * i4, seqs * i4, B * i4,
+                                 tables * i4};
     const size_t nd = sizeof dev_bytes / sizeof *dev_bytes, nh = sizeof host_bytes / sizeof *host_bytes;
-    if (check_fits((double)kv_bytes(&m->kv), (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh),
-                   limit, "the activations", "lower -c", err))
+    const double kv_held = (double)kv_bytes(&m->kv) + (double)kv_bytes(&m->kv_swa);
+    if (check_fits(kv_held, (double)carve_total(dev_bytes, nd) + (double)carve_total(host_bytes, nh), limit,
+                   "the activations", "lower -c", err))
         return -1;
     m->act_mem = m->ops->alloc(m->be, carve_total(dev_bytes, nd));
     m->host_mem = calloc(1, carve_total(host_bytes, nh));
@@ -360,6 +348,7 @@ static int alloc_activations(model *m, size_t limit, char *err) {
     carve(m->host_mem, host, host_bytes, nh);
     for (size_t s = 0; s < seqs; s++) m->row_of[s] = -1;
     fb->max_blocks = m->kv.max_blocks;
+    m->fb_swa.max_blocks = m->kv_swa.max_blocks;
     if (c->n_expert) moe_init(&m->moe, &moe, m->ops, m->be, m->moe_mem, m->n_batch);
     return 0;
 }
@@ -373,7 +362,17 @@ static int init_context(model *m, const model_opts *o, char *err) {
     if (o->kv_type == KV_Q8 && m->cfg.head_dim % 32)
         return errf(err, "a q8 KV cache needs a head size that is a multiple of 32 (this model's is %d)",
                     m->cfg.head_dim);
-    const size_t block_bytes = 2 * (size_t)m->cfg.n_layers * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim);
+    int n_slide = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) n_slide += arch_layer_slides(&m->cfg, l);
+    const int n_full = m->cfg.n_layers - n_slide;
+    // a sliding layer's blocks per sequence: its window, SWA_KEEP, a pass, and
+    // two for the ends (the pool never runs short: blocks leave as they come)
+    m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
+    if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
+    int swa_blocks = kv_blocks_for(m->cfg.n_swa + SWA_KEEP + m->n_batch) + 2;
+    if (swa_blocks > kv_blocks_for(ctx)) swa_blocks = kv_blocks_for(ctx);
+    const size_t swa_bytes = 2 * (size_t)n_slide * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim) * swa_blocks * n_seqs;
+    const size_t block_bytes = 2 * (size_t)(n_full ? n_full : 1) * KV_BLOCK * kv_row_bytes(o->kv_type, kv_dim);
     const size_t n_blocks = o->kv_mem ? o->kv_mem / block_bytes : 0;
     if (o->kv_mem && n_blocks < 1)
         return errf(err, "a KV pool of %zu bytes holds no block (one block of %d positions is %zu bytes)",
@@ -381,17 +380,21 @@ static int init_context(model *m, const model_opts *o, char *err) {
     if (n_blocks > (1u << 30)) return errf(err, "a KV pool of %zu bytes is too large", o->kv_mem);
     size_t limit = m->ops->mem_available ? m->ops->mem_available(m->be) : SIZE_MAX;
     if (o->mem_limit && o->mem_limit < limit) limit = o->mem_limit;
-    const double kv_total = (double)block_bytes * (n_blocks ? (double)n_blocks : (double)n_seqs * kv_blocks_for(ctx));
+    const double kv_total = (double)block_bytes * (n_blocks ? (double)n_blocks : (double)n_seqs * kv_blocks_for(ctx)) +
+                            (double)swa_bytes;
     char what[160];
     snprintf(what, sizeof what, "the KV cache (%d layers x %d positions%s x %d values)", m->cfg.n_layers, ctx,
              n_seqs > 1 ? " x sequences" : "", kv_dim);
     if (check_fits(0, kv_total, limit, what, "lower -c or --kv-mem, or use --kv q8", err)) return -1;
-    m->n_batch = ctx < MAX_BATCH ? ctx : MAX_BATCH;
-    if (n_seqs > m->n_batch && n_seqs > MAX_BATCH) m->n_batch = n_seqs;  // one decode step for all
-    if (kv_init(&m->kv, m->ops, m->be, m->cfg.n_layers, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err))
+    if (kv_init(&m->kv, m->ops, m->be, n_full, kv_dim, o->kv_type, ctx, n_seqs, (int)n_blocks, err) ||
+        kv_init(&m->kv_swa, m->ops, m->be, n_slide, kv_dim, o->kv_type, ctx, n_seqs, swa_blocks * n_seqs, err))
         return -1;
+    if (!(m->layer_idx = malloc(sizeof *m->layer_idx * (size_t)m->cfg.n_layers))) return errf(err, "out of memory");
+    for (int l = 0, nf = 0, ns = 0; l < m->cfg.n_layers; l++)
+        m->layer_idx[l] = arch_layer_slides(&m->cfg, l) ? ns++ : nf++;
     m->tables_rows = m->n_batch < n_seqs ? m->n_batch : n_seqs;
-    if (kv_seq_new(&m->kv) != 0) return errf(err, "cannot create the first sequence");
+    if (model_seq_new(m) != 0) return errf(err, "cannot create the first sequence");
+    setup_layers(m, ctx);
     return alloc_activations(m, limit, err);
 }
 
@@ -405,7 +408,7 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
         return -1;
     }
     char e2[ERR_LEN];
-    if (read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
+    if (arch_read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
         load_weights(m, e2) || init_context(m, o, e2)) {
         errf(err, "%s: %s", path, e2);
         model_free(m);
@@ -418,6 +421,8 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
 void model_free(model *m) {
     if (!m) return;
     if (m->kv.k) kv_free(&m->kv);
+    if (m->kv_swa.k) kv_free(&m->kv_swa);
+    free(m->layer_idx);
     if (m->act_mem) m->ops->release(m->be, m->act_mem);
     if (m->be) m->ops->free(m->be);
     free(m->host_mem);
@@ -434,7 +439,8 @@ size_t model_total_weight_bytes(const model *m) { return m->total_bytes; }
 
 // ---- forward --------------------------------------------------------------
 
-// Attention block: x += Wo · attention(rope(Wq·norm(x)), cache ← rope(Wk·norm(x)), Wv·norm(x))
+// Attention block: x += post_norm(Wo · attention(rope(Wq·norm(x)), cache ← rope(Wk·norm(x)), Wv·norm(x)) + bo)
+// (biases, per-head q/k norms and the post-norm where the layer has them)
 static void attention_block(model *m, const layer_weights *L, int l, int n) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
@@ -454,17 +460,23 @@ static void attention_block(model *m, const layer_weights *L, int l, int n) {
         o->rmsnorm(b, m->q, m->q, &L->q_norm, n * c->n_heads, hd, c->rms_eps);
         o->rmsnorm(b, m->k, m->k, &L->k_norm, n * c->n_kv_heads, hd, c->rms_eps);
     }
-    o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &c->rope);
-    o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &c->rope);
-    o->kv_store(b, m->kv.k[l], m->kv.v[l], m->k, m->v, &m->fb, kvd, m->kv.type);
-    o->attention(b, m->att, m->q, m->kv.k[l], m->kv.v[l], &m->fb, c->n_heads, c->n_kv_heads, hd, m->kv.type);
+    o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &L->rope);
+    o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &L->rope);
+    const int slides = L->att.window > 0, li = m->layer_idx[l];
+    const kvcache *kv = slides ? &m->kv_swa : &m->kv;
+    const fwd_batch *fb = slides ? &m->fb_swa : &m->fb;
+    o->kv_store(b, kv->k[li], kv->v[li], m->k, m->v, fb, kvd, kv->type);
+    o->attention(b, m->att, m->q, kv->k[li], kv->v[li], fb, c->n_heads, c->n_kv_heads, hd, kv->type, &L->att);
     o->matmul(b, m->xb, &L->wo, m->att, n, joint);
+    if (L->bo.data) o->add_bias(b, m->xb, &L->bo, n, c->dim);
+    if (L->post_attn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_attn_norm, n, c->dim, c->rms_eps);
     o->add(b, m->x, m->xb, (size_t)n * c->dim);
 }
 
 // Feed-forward block on n rows of the residual stream x, the first `joint`
 // of them prompt rows (see backend.h's matmul):
-// x += W_down · (silu(W_gate·norm(x)) ⊙ W_up·norm(x))
+// x += post_norm(W_down · (act(W_gate·norm(x)) ⊙ W_up·norm(x))), act silu or
+// gelu, the post-norm where the layer has one
 static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joint) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
@@ -477,8 +489,10 @@ static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joi
     }
     o->matmul(b, m->hb, &L->w_gate, m->xb, n, joint);
     o->matmul(b, m->hb2, &L->w_up, m->xb, n, joint);
-    o->swiglu(b, m->hb, m->hb, m->hb2, n, c->ffn);
+    if (c->ai->act == ACT_GELU) o->geglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
+    else o->swiglu(b, m->hb, m->hb, m->hb2, n, c->ffn);
     o->matmul(b, m->xb, &L->w_down, m->hb, n, joint);
+    if (L->post_ffn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_ffn_norm, n, c->dim, c->rms_eps);
     o->add(b, x, m->xb, (size_t)n * c->dim);
 }
 
@@ -491,6 +505,7 @@ static int clamp0(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
 static void forward_pass(model *m, int keep) {
     const int n = m->fb.n, last = m->cfg.n_layers - 1, joint = m->fb.n_prompt;
     m->ops->embed(m->be, m->x, &m->tok_embd, m->fb.ids, n);
+    if (m->cfg.embed_scale != 1.0f) m->ops->scale(m->be, m->x, m->cfg.embed_scale, (size_t)n * m->cfg.dim);
     for (int l = 0; l <= last; l++) {
         attention_block(m, &m->layers[l], l, n);
         if (l < last) ffn_block(m, &m->layers[l], m->x, n, joint);
@@ -592,10 +607,14 @@ static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
         const int s = t[i].seq;
         if (m->row_of[s] < 0) {
             m->row_of[s] = n_seqs;
-            memcpy(m->h_tables + (size_t)n_seqs++ * m->kv.max_blocks, m->kv.seqs[s].table,
+            memcpy(m->h_tables + (size_t)n_seqs * m->kv.max_blocks, m->kv.seqs[s].table,
                    sizeof(int32_t) * m->kv.seqs[s].n_blocks);
+            memcpy(m->h_tables_swa + (size_t)n_seqs++ * m->kv.max_blocks, m->kv_swa.seqs[s].table,
+                   sizeof(int32_t) * m->kv_swa.seqs[s].n_blocks);
         }
         const int p = m->kv.seqs[s].len++;
+        m->kv_swa.seqs[s].len++;
+        m->h_slot_swa[i] = m->kv_swa.n_layers ? kv_slot(&m->kv_swa, s, p) : 0;
         m->h_ids[i] = t[i].id;
         m->h_pos[i] = p;
         m->h_seq[i] = m->row_of[s];
@@ -607,6 +626,9 @@ static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
     fb->n = n;
     fb->n_seqs = n_seqs;
     fb->n_prompt = n_prompt;
+    fwd_batch *fs = &m->fb_swa;
+    fs->n = n, fs->n_seqs = n_seqs, fs->n_prompt = n_prompt, fs->max_len = fb->max_len;
+    fs->ids = fb->ids, fs->pos = fb->pos, fs->seq = fb->seq;
     const backend_ops *o = m->ops;
     const size_t bytes = sizeof(int32_t) * (size_t)n;
     o->to_device(m->be, (void *)fb->ids, m->h_ids, bytes);
@@ -614,22 +636,28 @@ static int stage_pass(model *m, const model_tok *t, int n, int n_prompt) {
     o->to_device(m->be, (void *)fb->seq, m->h_seq, bytes);
     o->to_device(m->be, (void *)fb->slot, m->h_slot, bytes);
     o->to_device(m->be, (void *)fb->tables, m->h_tables, sizeof(int32_t) * (size_t)n_seqs * fb->max_blocks);
+    if (m->kv_swa.n_layers) {
+        o->to_device(m->be, (void *)fs->slot, m->h_slot_swa, bytes);
+        o->to_device(m->be, (void *)fs->tables, m->h_tables_swa, sizeof(int32_t) * (size_t)n_seqs * fb->max_blocks);
+    }
     return first_out;
 }
 
-// Reserves KV room for every sequence t extends; on failure, gives back what
-// it reserved.
-static int reserve(model *m, const model_tok *t, int n, char *err) {
+// Reserves room in kv for every sequence t extends; on failure, gives back
+// what it reserved. The sliding layers' cache first returns the blocks that
+// left the window (and SWA_KEEP) of the first token each sequence adds.
+static int reserve(model *m, kvcache *kv, const model_tok *t, int n, char *err) {
     for (int i = 0; i < n; i++) m->added[t[i].seq]++;
     int failed = 0;
     for (int i = 0; i < n && !failed; i++) {
         const int s = t[i].seq;
-        if (m->added[s] > 0 && kv_reserve(&m->kv, s, m->added[s], err)) failed = 1;
+        if (m->added[s] > 0 && kv == &m->kv_swa) kv_forget(kv, s, kv->seqs[s].len - m->cfg.n_swa + 1 - SWA_KEEP);
+        if (m->added[s] > 0 && kv_reserve(kv, s, m->added[s], err)) failed = 1;
         m->added[s] = -m->added[s];  // reserved (or failed): negative marks it done
     }
     for (int i = 0; i < n; i++) {
         const int s = t[i].seq;
-        if (failed && m->added[s] < 0) kv_truncate(&m->kv, s, m->kv.seqs[s].len);
+        if (failed && m->added[s] < 0) kv_truncate(kv, s, kv->seqs[s].len);
         m->added[s] = 0;
     }
     return failed ? -1 : 0;
@@ -647,10 +675,11 @@ int model_forward_batch(model *m, const model_tok *t, int n, int n_prompt, float
             return errf(err, "sequence %d does not exist", t[i].seq);
         if (i < n_prompt && t[i].seq != t[0].seq) return errf(err, "a prompt's tokens span two sequences");
     }
-    if (reserve(m, t, n, err)) return -1;
+    if (reserve(m, &m->kv, t, n, err)) return -1;
     float *const logits0 = logits;
     for (int done = 0; done < n;) {
         const int nb = n - done < m->n_batch ? n - done : m->n_batch;
+        if (m->kv_swa.n_layers && reserve(m, &m->kv_swa, t + done, nb, err)) return -1;
         const int first_out = stage_pass(m, t + done, nb, clamp0(n_prompt - done, nb));
         run_pass(m, first_out);
         logits = output_logits(m, t + done, first_out, logits);
@@ -699,13 +728,51 @@ int model_on_device(const model *m) { return m->ops != &cpu_backend; }
 
 int model_len(const model *m) { return m->kv.seqs[0].len; }
 int model_ctx(const model *m) { return m->kv.n_ctx; }
-void model_rewind(model *m, int len) { kv_truncate(&m->kv, 0, len); }
-int model_seq_new(model *m) { return kv_seq_new(&m->kv); }
-void model_seq_free(model *m, int s) { kv_seq_free(&m->kv, s); }
+int model_rewind(model *m, int len) { return model_seq_rewind(m, 0, len); }
 int model_seq_len(const model *m, int s) { return m->kv.seqs[s].len; }
-void model_seq_rewind(model *m, int s, int len) { kv_truncate(&m->kv, s, len); }
-void model_seq_share(model *m, int dst, int src, int len) { kv_seq_share(&m->kv, dst, src, len); }
 int model_kv_room(const model *m) { return m->kv.n_free * KV_BLOCK; }
+
+int model_seq_new(model *m) {
+    const int s = kv_seq_new(&m->kv);
+    if (s >= 0 && kv_seq_new(&m->kv_swa) != s) {  // both hold the same sequences
+        kv_seq_free(&m->kv, s);
+        return -1;
+    }
+    return s;
+}
+
+void model_seq_free(model *m, int s) {
+    kv_seq_free(&m->kv, s);
+    kv_seq_free(&m->kv_swa, s);
+}
+
+// Whether the sliding layers of sequence s still hold the window that a
+// token at position len reads (the positions a rewind to len keeps).
+static int window_kept(const model *m, int s, int len) { return model_kv_usable(m, len, m->kv_swa.seqs[s].floor); }
+
+int model_seq_rewind(model *m, int s, int len) {
+    if (len < 0 || len > m->kv.seqs[s].len) return m->kv.seqs[s].len;
+    if (!window_kept(m, s, len)) len = 0;
+    kv_truncate(&m->kv, s, len);
+    kv_truncate(&m->kv_swa, s, len);
+    return len;
+}
+
+int model_seq_share(model *m, int dst, int src, int len) {
+    if (len > m->kv.seqs[src].len) len = m->kv.seqs[src].len;
+    if (!window_kept(m, src, len)) len = 0;
+    kv_seq_share(&m->kv, dst, src, len);
+    if (m->kv_swa.n_layers) kv_seq_share(&m->kv_swa, dst, src, len);
+    else m->kv_swa.seqs[dst].len = len;  // lengths only: the cache holds no layer
+    return len;
+}
+
+int model_kv_floor(const model *m) { return m->kv_swa.n_layers ? m->kv_swa.seqs[0].floor : 0; }
+
+int model_kv_usable(const model *m, int n, int floor) {
+    const int first = n - m->cfg.n_swa + 1;  // the first position the window of position n reads
+    return n == 0 || !m->kv_swa.n_layers || (first > 0 ? first : 0) >= floor;
+}
 
 int model_kv_type(const model *m) { return m->kv.type; }
 
@@ -713,19 +780,24 @@ size_t model_kv_bytes(const model *m, int n) { return 2 * (size_t)m->cfg.n_layer
 
 // Copies positions [0, n) of sequence 0 between the pools and planes of
 // `stride` positions laid out as model_kv_export documents, one block's run
-// of rows at a time.
+// of rows at a time. A sliding layer's positions below its cache's floor are
+// not held: an export writes zeros for them, an import skips them.
 static void kv_copy(model *m, int n, uint8_t *buf, int stride, int export) {
     const size_t row = m->kv.row_bytes, plane = (size_t)stride * row;
-    for (int l = 0; l < m->cfg.n_layers; l++)
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const kvcache *kv = m->layers[l].att.window > 0 ? &m->kv_swa : &m->kv;
+        const int li = m->layer_idx[l], floor = kv->seqs[0].floor;
         for (int kvi = 0; kvi < 2; kvi++) {
-            uint8_t *pool = kvi ? m->kv.v[l] : m->kv.k[l], *p = buf + (2 * (size_t)l + kvi) * plane;
-            for (int j = 0; j < n; j += KV_BLOCK) {
+            uint8_t *pool = kvi ? kv->v[li] : kv->k[li], *p = buf + (2 * (size_t)l + kvi) * plane;
+            if (export) memset(p, 0, row * (size_t)(floor < n ? floor : n));
+            for (int j = floor; j < n; j += KV_BLOCK) {
                 size_t bytes = row * (size_t)(n - j < KV_BLOCK ? n - j : KV_BLOCK);
-                uint8_t *dev = pool + (size_t)kv_slot(&m->kv, 0, j) * row;
+                uint8_t *dev = pool + (size_t)kv_slot(kv, 0, j) * row;
                 if (export) m->ops->to_host(m->be, p + j * row, dev, bytes);
                 else m->ops->to_device(m->be, dev, p + j * row, bytes);
             }
         }
+    }
 }
 
 int model_kv_export(model *m, int n, void *dst, char *err) {
@@ -734,12 +806,22 @@ int model_kv_export(model *m, int n, void *dst, char *err) {
     return 0;
 }
 
-int model_kv_import(model *m, int n, const void *src, int stride, char *err) {
+int model_kv_import(model *m, int n, const void *src, int stride, int floor, char *err) {
     if (n < 0 || n > m->kv.n_ctx || stride < n)
         return errf(err, "cannot import %d positions (stride %d): the context holds %d", n, stride, m->kv.n_ctx);
-    kv_truncate(&m->kv, 0, 0);
-    if (kv_reserve(&m->kv, 0, n, err)) return -1;
+    if (!model_kv_usable(m, n, floor))
+        return errf(err, "the sliding-window layers' KV starts at position %d, after the window of position %d",
+                    floor, n);
+    model_seq_rewind(m, 0, 0);
+    // the sliding layers take only what the positions after n will read
+    const int keep = n - m->cfg.n_swa + 1 - SWA_KEEP;
+    if (m->kv_swa.n_layers) kv_start_at(&m->kv_swa, 0, keep > floor ? keep : floor);
+    if (kv_reserve(&m->kv, 0, n, err) ||
+        (m->kv_swa.n_layers && kv_reserve(&m->kv_swa, 0, n - m->kv_swa.seqs[0].len, err))) {
+        model_seq_rewind(m, 0, 0);
+        return -1;
+    }
     kv_copy(m, n, (uint8_t *)src, stride, 0);
-    m->kv.seqs[0].len = n;
+    m->kv.seqs[0].len = m->kv_swa.seqs[0].len = n;
     return 0;
 }

@@ -2,36 +2,23 @@
 #ifndef QUILL_MODEL_H
 #define QUILL_MODEL_H
 
+#include "arch.h"
 #include "backend.h"
 #include "gguf.h"
 #include "kvcache.h"
 #include "moe.h"
 
-enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
-
+// One layer's weights (data NULL where absent) and how it attends.
 typedef struct {
-    enum arch arch;
-    int n_vocab;
-    int dim;         // embedding width
-    int n_layers;
-    int n_heads;
-    int n_kv_heads;
-    int head_dim;
-    int ffn;         // feed-forward hidden width
-    int n_expert;    // experts per MoE layer (0: a dense FFN)
-    int n_expert_used;  // experts each token uses
-    int ffn_expert;  // hidden width of one expert
-    int n_ctx_train; // context length from metadata
-    float rms_eps;
-    rope_cfg rope;
-} model_config;
-
-typedef struct {
-    qmat attn_norm, wq, wk, wv, wo;   // wq: [n_heads*head_dim, dim] ...
-    qmat bq, bk, bv;                  // qwen2 biases (data NULL when absent)
-    qmat q_norm, k_norm;              // qwen3 per-head norms [head_dim] (NULL when absent)
-    qmat ffn_norm, w_gate, w_up, w_down;  // dense FFN (data NULL in an MoE layer)
+    qmat attn_norm, wq, wk, wv, wo;   // wq: [n_heads*head_dim, dim] ... (phi3: row ranges of attn_qkv)
+    qmat bq, bk, bv, bo;              // biases (qwen2: q/k/v; gpt-oss: all four)
+    qmat q_norm, k_norm;              // per-head norms [head_dim] (qwen3, gemma3)
+    qmat post_attn_norm, post_ffn_norm;  // norms of the sublayer outputs [dim] (gemma3)
+    qmat sinks;                       // [n_heads] attention sink logits (gpt-oss)
+    qmat ffn_norm, w_gate, w_up, w_down;  // dense FFN (phi3: gate and up are row ranges of ffn_up; data NULL in an MoE layer)
     moe_weights moe;                  // the experts (router data NULL in a dense layer)
+    rope_cfg rope;                    // this layer's rope (sliding layers may have their own)
+    attn_cfg att;                     // scale, window, sinks
 } layer_weights;
 
 typedef struct model model;
@@ -84,17 +71,28 @@ int model_on_device(const model *m);
 // Sequence 0, which model_forward extends.
 int model_len(const model *m);   // positions in the KV cache: the next token goes here
 int model_ctx(const model *m);   // capacity of a sequence in positions
-// Forgets cached positions >= len (speculative rollback, chat edits, re-runs).
-void model_rewind(model *m, int len);
+// Forgets cached positions >= len (speculative rollback, chat edits, re-runs)
+// and returns the positions kept: len, or 0 where the sliding-window layers
+// no longer hold the window position len reads (they keep SWA_KEEP = 256
+// positions beyond it); then the caller prefills from 0.
+int model_rewind(model *m, int len);
 // The KV cache's element type (enum kv_type).
 int model_kv_type(const model *m);
 // The K and V of cached positions [0, n), as [n_layers][2 (K, V)][n] pool
 // rows (backend.h's kv_row_bytes each; model_kv_bytes in all).
 size_t model_kv_bytes(const model *m, int n);
 int model_kv_export(model *m, int n, void *dst, char *err);
-// Replaces the cache with n positions read from model_kv_export's layout of
-// `stride` >= n positions (so a prefix of a longer export can be restored).
-int model_kv_import(model *m, int n, const void *src, int stride, char *err);
+// A sliding layer's positions below model_kv_floor(m) are not held (zeros in
+// an export). Replaces the cache with n positions read from model_kv_export's
+// layout of `stride` >= n positions (so a prefix of a longer export can be
+// restored), whose sliding layers hold positions floor.. (the exporter's
+// model_kv_floor); fails unless model_kv_usable(m, n, floor).
+int model_kv_import(model *m, int n, const void *src, int stride, int floor, char *err);
+int model_kv_floor(const model *m);
+// Whether n positions whose sliding layers hold positions floor.. can be
+// continued: n is 0, the model has no sliding layers, or the window of
+// position n lies at or after floor.
+int model_kv_usable(const model *m, int n, int floor);
 
 // ---- Several sequences in one pass (batched generation) --------------------
 
@@ -108,10 +106,13 @@ typedef struct {
 int model_seq_new(model *m);                 // a new empty sequence, or -1 when all are live
 void model_seq_free(model *m, int s);
 int model_seq_len(const model *m, int s);
-void model_seq_rewind(model *m, int s, int len);
+// model_rewind for sequence s: returns the positions kept (len or 0).
+int model_seq_rewind(model *m, int s, int len);
 // Makes empty sequence dst share the first len positions of src (their KV
 // blocks are shared, copied only when one of them writes into a shared block).
-void model_seq_share(model *m, int dst, int src, int len);
+// Returns the positions shared: len, or 0 where src's sliding layers no
+// longer hold the window of position len (see model_rewind).
+int model_seq_share(model *m, int dst, int src, int len);
 // Positions the KV pool can still take (free blocks × block size).
 int model_kv_room(const model *m);
 // Runs t[0..n) (each sequence's tokens in position order) in one pass over

@@ -14,7 +14,7 @@
 
 #include "backend.h"
 
-#define MOE_MAX_EXPERTS 1024  // experts a layer may have (model.c checks)
+#define MOE_MAX_EXPERTS 1024  // experts a layer may have (arch.c checks)
 
 // One layer's expert weights (model.c loads them).
 typedef struct {

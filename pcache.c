@@ -92,7 +92,7 @@ static uint64_t model_identity(const gguf_file *f) {
 typedef struct {
     uint32_t version, kv_type;
     uint64_t model_id, model_size;
-    uint32_t n_layers, n_kv_heads, head_dim, n_tokens, codec;
+    uint32_t n_layers, n_kv_heads, head_dim, n_tokens, codec, swa_floor;
     uint64_t payload_bytes, payload_hash, ids_hash;
     char backend[PC_BACKEND_LEN + 1];  // NUL-terminated copies of the padded fields
     char model_name[PC_NAME_LEN + 1];
@@ -102,7 +102,7 @@ typedef struct {
 // Byte offsets of the fields (the table in pcache.h).
 enum {
     OFF_VERSION = 8, OFF_KV_TYPE = 12, OFF_MODEL_ID = 16, OFF_MODEL_SIZE = 24, OFF_N_LAYERS = 32,
-    OFF_N_KV_HEADS = 36, OFF_HEAD_DIM = 40, OFF_N_TOKENS = 44, OFF_CODEC = 48,
+    OFF_N_KV_HEADS = 36, OFF_HEAD_DIM = 40, OFF_N_TOKENS = 44, OFF_CODEC = 48, OFF_SWA_FLOOR = 52,
     OFF_PAYLOAD_BYTES = 56, OFF_PAYLOAD_HASH = 64, OFF_IDS_HASH = 72, OFF_BACKEND = 80,
     OFF_MODEL_NAME = OFF_BACKEND + PC_BACKEND_LEN, OFF_HEADER_HASH = OFF_MODEL_NAME + PC_NAME_LEN,
 };
@@ -127,6 +127,7 @@ static void header_encode(const pc_header *h, uint8_t b[PCACHE_HEADER_BYTES]) {
     put64(b, OFF_MODEL_ID, h->model_id), put64(b, OFF_MODEL_SIZE, h->model_size);
     put32(b, OFF_N_LAYERS, h->n_layers), put32(b, OFF_N_KV_HEADS, h->n_kv_heads);
     put32(b, OFF_HEAD_DIM, h->head_dim), put32(b, OFF_N_TOKENS, h->n_tokens), put32(b, OFF_CODEC, h->codec);
+    put32(b, OFF_SWA_FLOOR, h->swa_floor);
     put64(b, OFF_PAYLOAD_BYTES, h->payload_bytes), put64(b, OFF_PAYLOAD_HASH, h->payload_hash);
     put64(b, OFF_IDS_HASH, h->ids_hash);
     memcpy(b + OFF_BACKEND, h->backend, strnlen(h->backend, PC_BACKEND_LEN));
@@ -139,6 +140,7 @@ static void header_decode(const uint8_t b[PCACHE_HEADER_BYTES], pc_header *h) {
     h->model_id = get64(b, OFF_MODEL_ID), h->model_size = get64(b, OFF_MODEL_SIZE);
     h->n_layers = get32(b, OFF_N_LAYERS), h->n_kv_heads = get32(b, OFF_N_KV_HEADS);
     h->head_dim = get32(b, OFF_HEAD_DIM), h->n_tokens = get32(b, OFF_N_TOKENS), h->codec = get32(b, OFF_CODEC);
+    h->swa_floor = get32(b, OFF_SWA_FLOOR);
     h->payload_bytes = get64(b, OFF_PAYLOAD_BYTES), h->payload_hash = get64(b, OFF_PAYLOAD_HASH);
     h->ids_hash = get64(b, OFF_IDS_HASH);
     get_text(h->backend, b, OFF_BACKEND, PC_BACKEND_LEN);
@@ -255,6 +257,7 @@ int pcache_save(const char *path, model *m, const char *model_path, const int32_
         return errf(err, "cannot save %d positions: the cache holds %d", n, model_len(m));
     pc_header h;
     expected_header(m, model_path, n, &h);
+    h.swa_floor = (uint32_t)(model_kv_floor(m) < n ? model_kv_floor(m) : n);
     bigbuf kv, payload;
     size_t plen = 0;
     if (big_alloc(&kv, model_kv_bytes(m, n), err)) return -1;
@@ -346,7 +349,7 @@ static int restore_payload(const uint8_t *b, const pc_header *h, model *m, int k
     int rc = decompress_kv(p, plen, kv.p, kv.size, err);
     if (!rc) {
         char e2[ERR_LEN];
-        rc = model_kv_import(m, k, kv.p, (int)h->n_tokens, e2);
+        rc = model_kv_import(m, k, kv.p, (int)h->n_tokens, (int)h->swa_floor, e2);
         if (rc) model_rewind(m, 0), errf(err, "cannot restore the KV: %s", e2);
     }
     big_free(&kv);
@@ -364,6 +367,11 @@ static int load_mapped(const uint8_t *b, uint64_t size, model *m, const char *mo
     int n = (int)h.n_tokens, k = 0;
     if (n_ids < 0) k = n;
     else while (k < n && k < n_ids && cids[k] == ids[k]) k++;
+    if (h.swa_floor > h.n_tokens) return free(cids), errf(err, "corrupt header (sliding-window floor %u of %u "
+                                                           "positions)", h.swa_floor, h.n_tokens);
+    // the sliding-window layers hold positions swa_floor.. only: a prefix whose
+    // next token reads an earlier one cannot be continued
+    if (!model_kv_usable(m, k, (int)h.swa_floor)) k = 0;
     if (k == 0) model_rewind(m, 0);  // nothing to restore: the payload is not even read
     else if (restore_payload(b, &h, m, k, err)) return free(cids), -1;
     if (n_cached) *n_cached = n;
@@ -405,6 +413,6 @@ int pcache_prompt_restore(const char *path, model *m, const char *model_path, co
     int k = pcache_load(path, m, model_path, ids, n, NULL, NULL, warn);
     if (k < 0) return 0;
     *save = k < n;  // the file lacks part of the prompt (or diverges from it)
-    if (k == n) model_rewind(m, --k);
+    if (k == n) k = model_rewind(m, k - 1);
     return k;
 }

@@ -16,7 +16,8 @@
 //     40    4  u32 head_dim
 //     44    4  u32 n_tokens (positions stored)
 //     48    4  u32 payload codec: 1 = one zstd frame of the KV (PCACHE_CODEC_ZSTD)
-//     52    4  u32 zero
+//     52    4  u32 sliding-window floor: the sliding-window layers' K and V are held
+//              from this position on (zeros before; 0 in a model without them)
 //     56    8  u64 payload bytes (the compressed KV that follows the ids)
 //     64    8  u64 hash of the payload bytes (pc_hash64, seed 0)
 //     72    8  u64 hash of the ids' bytes (pc_hash64, seed 0)

@@ -375,7 +375,8 @@ static int spec_round(spec *s, int limit, char *err) {
     if (s->gc && gcon_accept(s->gc, s->tok[s->n_tok - 1], next, err)) return -1;
     commit(s, next);
     // keep cur and the accepted d[0..a) (positions L..L+a); next is not run yet
-    model_rewind(s->target, L + 1 + a);
+    if (model_rewind(s->target, L + 1 + a) != L + 1 + a)  // sliding windows keep more than a round
+        return errf(err, "the target model's cache lost position %d", L + a);
     if (s->draft && model_len(s->draft) > L + 1 + a) model_rewind(s->draft, L + 1 + a);
     s->st.t_draft += t_draft;
     s->st.t_target += t_verify;

@@ -314,11 +314,12 @@ static int32_t mark_control(tokenizer *t, int32_t id) {
 }
 
 // End of generation: EOS, EOT, EOM, and the end-of-turn pieces chat models use
-// (llama.cpp's list, found by text).
+// (llama.cpp's list, found by text): Gemma's <end_of_turn>, Phi-3's <|end|>,
+// gpt-oss's <|return|>, <|end|> and <|call|>, ...
 static void build_eog(tokenizer *t) {
     static const char *const EOT[] = {"<|eot_id|>",      "<|im_end|>", "<|end|>", "<end_of_turn>",
                                       "<|endoftext|>",   "<|end_of_text|>", "<EOT>", "_<EOT>",
-                                      "<end_of_utterance>"};
+                                      "<end_of_utterance>", "<|return|>", "<|call|>"};
     static const char *const EOM[] = {"<|eom_id|>"};
     static const char *const EOG[] = {"</s>"};  // llama.cpp ends generation at these too, but not as EOT
     size_t n_eot = sizeof EOT / sizeof EOT[0], n_eog = sizeof EOG / sizeof EOG[0];

@@ -3,11 +3,16 @@
   * SPMTokenizer: llama.cpp's SentencePiece ("llama") encoder: split into UTF-8
     characters, repeatedly merge the adjacent pair whose concatenation is the
     best-scoring vocabulary entry (ties: leftmost), byte fallback <0xNN> for leftovers.
-  * LlamaRef: a float64 llama forward pass over dequantized weights (F32 F16 BF16 Q8_0
+  * LlamaRef: a float64 forward pass over dequantized weights (F32 F16 BF16 Q8_0
     Q4_0 Q4_1 Q5_0 Q5_1 through gguf_writer, Q4_K Q5_K Q6_K through tests/ref_quant.py)
-    with llama.cpp's "normal" RoPE (adjacent pairs (2i, 2i+1)), GQA, RMSNorm, SwiGLU,
-    tied or untied output. step() feeds one token through a KV cache; forward() runs a
-    whole sequence from position 0 at once (what perplexity uses).
+    of the dense architectures llama, qwen2, qwen3, gemma3 and phi3, written from their
+    published definitions (not from quill): llama.cpp's "normal" RoPE (adjacent pairs) for
+    llama and NEOX pairs (i, i + n_rot/2) for the others, partial rotary, Llama-3 and
+    LongRoPE frequency factors, linear and YaRN scaling, GQA, RMSNorm, q/k/v biases,
+    per-head q/k norms, Gemma 3's embedding scale, GELU gate, post-norms and local
+    sliding-window layers with their own rope, Phi-3's fused QKV and gate+up, attention
+    sinks; tied or untied output. step() feeds one token through a KV cache; forward()
+    runs a whole sequence from position 0 at once (what perplexity uses).
   * greedy(): argmax decoding from a prompt.
   * perplexity(): llama.cpp's llama-perplexity protocol (as `quill ppl`): the text
     tokenized once with BOS, cut into chunks of n_ctx tokens whose first token becomes BOS,
@@ -19,7 +24,8 @@ prints the greedy continuation (and its ids on stderr);
     /usr/bin/python3 models/npllama.py MODEL.gguf --ppl TEXT.txt -c 128 [--chunks N]
 prints "PPL = x +/- e" like `quill ppl`;
     /usr/bin/python3 models/npllama.py MODEL.gguf "prompt" --logits OUT.npy
-saves the float64 logits of every prompt position (BOS first), [n_tokens, n_vocab].
+saves the float64 logits of every prompt position (BOS first), [n_tokens, n_vocab];
+with --ids 1,2,3 the prompt is those token ids instead of a text.
 """
 import heapq
 import os
@@ -129,11 +135,37 @@ def dequantized(r, name):
         return x.reshape(tuple(reversed(t.shape)))
 
 
+# What each architecture's published model does differently (Gemma 3: google's
+# gemma_pytorch; Phi-3: microsoft's modeling_phi3; Qwen2/3: their configs), in the terms
+# GGUF files store: neox rope pairs, sliding-window pattern (period p: layer l is local
+# when l % p < p - 1; Gemma 3 is 5 local layers to each global one) and so on.
+ARCHS = {
+    "llama": {},
+    "qwen2": {"neox": True},
+    "qwen3": {"neox": True},
+    "gemma3": {"neox": True, "gelu": True, "embed_scale": True, "swa_period": 6, "swa_own_rope": True},
+    "phi3": {"neox": True},
+    # mixtures of experts (Qwen3-MoE: Qwen's modeling_qwen3_moe; gpt-oss: openai's reference
+    # torch code): "moe" says how the router weighs the experts it picks, see _moe
+    "qwen3moe": {"neox": True, "moe": "softmax_renorm"},
+    "gpt-oss": {"neox": True, "moe": "topk_softmax", "swa_period": 2, "ffn_norm": "post_attention_norm"},
+}
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
 class LlamaRef:
-    def __init__(self, path):
+    def __init__(self, path, n_ctx=512):
+        """n_ctx: the context per sequence the model is run with (LongRoPE picks its
+        long factors only when it exceeds the original context, as llama.cpp does)."""
         r = GGUFReader(path)
         self.r = r
         arch = r.kv["general.architecture"]
+        if arch not in ARCHS:
+            raise ValueError("%s: architecture %r is not one npllama knows" % (path, arch))
+        self.a = ARCHS[arch]
         g = lambda k, d=None: r.kv.get("%s.%s" % (arch, k), d)  # noqa: E731
         self.dim = g("embedding_length")
         self.n_layers = g("block_count")
@@ -142,59 +174,197 @@ class LlamaRef:
         self.head_dim = g("attention.key_length", self.dim // self.n_heads)
         self.n_rot = g("rope.dimension_count", self.head_dim)
         self.eps = g("attention.layer_norm_rms_epsilon", 1e-5)
-        self.base = g("rope.freq_base", 10000.0)
+        self.k_used = g("expert_used_count", 0)
+        self.experts = None      # [n_layers, positions, k] experts to use instead of the router's
+        self.router_margins = []  # with experts: per (layer, row), see _moe
+        self.router_logits = []   # with experts: per (layer, row), the router's logits
+        self.rope = self._rope_params(g, n_ctx)
+        self.n_swa = g("attention.sliding_window", 0) if self.a.get("swa_period") else 0
         w = lambda n: dequantized(r, n)  # noqa: E731
+        opt = lambda n: w(n) if n in r.tensors else None  # noqa: E731
         self.emb = w("token_embd.weight")
         self.out = w("output.weight") if "output.weight" in r.tensors else self.emb
         self.norm = w("output_norm.weight")
-        self.layers = [{k: w("blk.%d.%s.weight" % (i, k)) for k in
-                        ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm",
-                         "ffn_gate", "ffn_up", "ffn_down")} for i in range(self.n_layers)]
+        self.layers = [self._layer(i, w, opt) for i in range(self.n_layers)]
         self.reset()
+
+    def _rope_params(self, g, n_ctx):
+        """Per kind of layer ("full", "swa"): base, linear scale s (positions × s), the
+        frequency factors, the YaRN parameters (or None) and the cos/sin magnitude."""
+        r, half = self.r, self.n_rot // 2
+        factors = r.tensor_float(r.tensors["rope_freqs.weight"]) if "rope_freqs.weight" in r.tensors else None
+        orig = g("rope.scaling.original_context_length", g("context_length"))
+        if "rope_factors_short.weight" in r.tensors:  # LongRoPE
+            which = "long" if n_ctx > orig else "short"
+            factors = r.tensor_float(r.tensors["rope_factors_%s.weight" % which])
+        factors = np.ones(half) if factors is None else np.asarray(factors, dtype=np.float64)
+        kind, factor = g("rope.scaling.type", "linear"), g("rope.scaling.factor", 1.0)
+        scale = 1.0 / factor if kind in ("linear", "yarn") and factor not in (0.0, 1.0) else 1.0
+        mag, yarn = g("rope.scaling.attn_factor", 1.0), None
+        if kind == "yarn" and scale != 1.0:
+            # YaRN (Peng et al.): pairs whose wavelength fits more than beta_fast times in the
+            # original context keep their frequency, those under beta_slow times interpolate,
+            # a linear ramp between; cos/sin grow by 0.1 ln(factor) + 1
+            def dim(beta):
+                return self.n_rot * np.log(orig / (beta * 2 * np.pi)) / (2 * np.log(base))
+            base = g("rope.freq_base", 10000.0)
+            lo = max(0.0, np.floor(dim(g("rope.scaling.yarn_beta_fast", 32.0))))
+            hi = min(self.n_rot - 1.0, np.ceil(dim(g("rope.scaling.yarn_beta_slow", 1.0))))
+            yarn = (lo, hi)
+            mag *= 0.1 * np.log(factor) + 1
+        full = {"base": g("rope.freq_base", 10000.0), "scale": scale, "ff": factors, "yarn": yarn, "mag": mag}
+        swa = dict(full)
+        if self.a.get("swa_own_rope"):
+            swa = {"base": 10000.0, "scale": 1.0, "ff": np.ones(half), "yarn": None, "mag": 1.0}
+        swa["base"] = g("rope.freq_base_swa", swa["base"])
+        return {"full": full, "swa": swa}
+
+    def _layer(self, i, w, opt):
+        b = lambda n: opt("blk.%d.%s" % (i, n))  # noqa: E731
+        L = {k: b(k + ".weight") for k in ("attn_norm", "attn_output", "ffn_norm", "ffn_down", "attn_q_norm",
+                                             "attn_k_norm", "post_attention_norm", "post_ffw_norm")}
+        L.update({k + "_b": b(k + ".bias") for k in ("attn_q", "attn_k", "attn_v", "attn_output")})
+        L["sinks"] = b("attn_sinks.weight")
+        qd, kvd = self.n_heads * self.head_dim, self.n_kv * self.head_dim
+        qkv = b("attn_qkv.weight")
+        if qkv is not None:  # Phi-3: q, k, v rows of one matrix
+            L["attn_q"], L["attn_k"], L["attn_v"] = qkv[:qd], qkv[qd:qd + kvd], qkv[qd + kvd:]
+        else:
+            L["attn_q"], L["attn_k"], L["attn_v"] = b("attn_q.weight"), b("attn_k.weight"), b("attn_v.weight")
+        if self.a.get("ffn_norm"):  # gpt-oss: the FFN's input norm has another name
+            L["ffn_norm"], L[self.a["ffn_norm"]] = L[self.a["ffn_norm"]], None
+        if self.a.get("moe"):  # the router [n_exp, dim] and the experts [n_exp, rows, cols]
+            L.update({k: b(k + ".weight") for k in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+                                                     "ffn_down_exps")})
+            L.update({k + "_b": b(k + ".bias") for k in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+                                                          "ffn_down_exps")})
+        up = b("ffn_up.weight")
+        L["ffn_gate"], L["ffn_up"] = b("ffn_gate.weight"), up
+        if L["ffn_gate"] is None and up is not None:  # Phi-3: gate rows, then up rows
+            L["ffn_gate"], L["ffn_up"] = up[:len(up) // 2], up[len(up) // 2:]
+        p = self.a.get("swa_period", 0)
+        L["local"] = bool(self.n_swa and p and i % p < p - 1)
+        return L
 
     def reset(self):
         self.k = [np.zeros((0, self.n_kv, self.head_dim)) for _ in range(self.n_layers)]
         self.v = [np.zeros((0, self.n_kv, self.head_dim)) for _ in range(self.n_layers)]
         self.pos = 0
 
-    def _rms(self, x, w):  # x: [t, dim]
+    def _rms(self, x, w):  # x: [..., dim]
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    def _rope(self, x, pos):  # x: [t, heads, head_dim], pos: [t]; rotates pairs (2i, 2i+1)
-        i = np.arange(self.n_rot // 2)
-        theta = pos[:, None] * self.base ** (-2.0 * i / self.n_rot)  # [t, n_rot/2]
-        c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    def _rope(self, x, pos, rp):  # x: [t, heads, head_dim], pos: [t]
+        half = self.n_rot // 2
+        i = np.arange(half)
+        extrap = pos[:, None] * rp["base"] ** (-2.0 * i / self.n_rot) / rp["ff"]  # [t, n_rot/2]
+        theta = extrap * rp["scale"]
+        if rp["yarn"] is not None:
+            lo, hi = rp["yarn"]
+            ramp = 1 - np.clip((i - lo) / max(0.001, hi - lo), 0, 1)  # 1: keep the frequency
+            theta = theta * (1 - ramp) + extrap * ramp
+        c, s = (np.cos(theta) * rp["mag"])[:, None, :], (np.sin(theta) * rp["mag"])[:, None, :]
         x = x.copy()
-        x0, x1 = x[..., 0:self.n_rot:2].copy(), x[..., 1:self.n_rot:2].copy()
-        x[..., 0:self.n_rot:2] = x0 * c - x1 * s
-        x[..., 1:self.n_rot:2] = x0 * s + x1 * c
+        if self.a.get("neox"):
+            a, b = slice(0, half), slice(half, self.n_rot)
+        else:
+            a, b = slice(0, self.n_rot, 2), slice(1, self.n_rot, 2)
+        x0, x1 = x[..., a].copy(), x[..., b].copy()
+        x[..., a] = x0 * c - x1 * s
+        x[..., b] = x0 * s + x1 * c
         return x
+
+    def _proj(self, h, L, name, heads):
+        y = h @ L[name].T
+        if L[name + "_b"] is not None:
+            y = y + L[name + "_b"]
+        return y.reshape(len(h), heads, self.head_dim)
+
+    def _attention(self, li, L, h, pos):
+        t, hd, group = len(h), self.head_dim, self.n_heads // self.n_kv
+        rp = self.rope["swa" if L["local"] else "full"]
+        q, k = self._proj(h, L, "attn_q", self.n_heads), self._proj(h, L, "attn_k", self.n_kv)
+        v = self._proj(h, L, "attn_v", self.n_kv)
+        if L["attn_q_norm"] is not None:
+            q, k = self._rms(q, L["attn_q_norm"]), self._rms(k, L["attn_k_norm"])
+        q, k = self._rope(q, pos, rp), self._rope(k, pos, rp)
+        self.k[li] = np.concatenate([self.k[li], k])
+        self.v[li] = np.concatenate([self.v[li], v])
+        keys = np.arange(len(self.k[li]))[None, :]
+        seen = keys <= pos[:, None]  # causal
+        if L["local"]:
+            seen &= keys > pos[:, None] - self.n_swa
+        K = np.repeat(self.k[li], group, axis=1).transpose(1, 2, 0)  # [heads, hd, T]
+        V = np.repeat(self.v[li], group, axis=1).transpose(1, 0, 2)  # [heads, T, hd]
+        s = q.transpose(1, 0, 2) @ K / np.sqrt(hd) + np.where(seen, 0.0, -np.inf)  # [heads, t, T]
+        mx = s.max(axis=-1, keepdims=True)
+        if L["sinks"] is not None:  # one more logit per head, in the sum only
+            mx = np.maximum(mx, L["sinks"][:, None, None])
+        p = np.exp(s - mx)
+        den = p.sum(axis=-1, keepdims=True)
+        if L["sinks"] is not None:
+            den = den + np.exp(L["sinks"][:, None, None] - mx)
+        att = (p / den @ V).transpose(1, 0, 2).reshape(t, self.n_heads * hd)
+        out = att @ L["attn_output"].T
+        if L["attn_output_b"] is not None:
+            out = out + L["attn_output_b"]
+        if L["post_attention_norm"] is not None:
+            out = self._rms(out, L["post_attention_norm"])
+        return out
+
+    def _moe(self, L, h, li, pos):
+        """Each row of h [t, dim] through the k experts its router picks, weighted.
+        softmax_renorm (Qwen3-MoE): softmax over all experts, the k most probable,
+        their probabilities renormalized to sum 1. topk_softmax (gpt-oss): the k
+        largest router logits (the router has a bias), a softmax over those k; its
+        experts have biases and a clamped SwiGLU: gate ≤ 7, up in [-7, 7],
+        gate·σ(1.702·gate)·(up + 1)."""
+        def bias(n, e=None):  # a bias, or 0 where the file has none
+            return 0.0 if L[n + "_b"] is None else L[n + "_b"] if e is None else L[n + "_b"][e]
+        z = h @ L["ffn_gate_inp"].T + bias("ffn_gate_inp")  # [t, n_exp]
+        pick = np.argsort(-z, axis=1, kind="stable")[:, :self.k_used]  # softmax keeps the order
+        if self.experts is not None:  # another implementation's choice (see main's --experts)
+            forced = self.experts[li, pos]
+            for i in range(len(h)):  # how far its choice is from this one's: < 0 where they differ
+                rest = np.delete(z[i], forced[i])
+                self.router_margins.append(z[i, forced[i]].min() - rest.max())
+                self.router_logits.append(z[i])
+            pick = forced
+        w = np.exp(np.take_along_axis(z, pick, axis=1) - z.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)  # both: e^z_j / Σ over the k picked
+        out = np.zeros_like(h)
+        for i in range(len(h)):
+            for j, e in enumerate(pick[i]):
+                gate = L["ffn_gate_exps"][e] @ h[i] + bias("ffn_gate_exps", e)
+                up = L["ffn_up_exps"][e] @ h[i] + bias("ffn_up_exps", e)
+                if self.a["moe"] == "topk_softmax":
+                    gate, up = np.minimum(gate, 7.0), np.clip(up, -7.0, 7.0)
+                    act = gate / (1 + np.exp(-1.702 * gate)) * (up + 1)
+                else:
+                    act = gate / (1 + np.exp(-gate)) * up
+                y = L["ffn_down_exps"][e] @ act + bias("ffn_down_exps", e)
+                out[i] += w[i, j] * y
+        return out
+
+    def _ffn(self, L, x, li, pos):
+        h = self._rms(x, L["ffn_norm"])
+        if self.a.get("moe"):
+            return self._moe(L, h, li, pos)
+        gate, up = h @ L["ffn_gate"].T, h @ L["ffn_up"].T
+        act = gelu_tanh(gate) if self.a.get("gelu") else gate / (1 + np.exp(-gate))
+        out = (act * up) @ L["ffn_down"].T
+        return self._rms(out, L["post_ffw_norm"]) if L["post_ffw_norm"] is not None else out
 
     def _run(self, tokens):
         """Feeds tokens at positions self.pos.. after what the cache holds; logits [t, V]."""
-        t, hd, group = len(tokens), self.head_dim, self.n_heads // self.n_kv
-        pos = np.arange(self.pos, self.pos + t)
+        pos = np.arange(self.pos, self.pos + len(tokens))
         x = self.emb[np.asarray(tokens)]
-        n_keys = self.pos + t
-        mask = np.where(np.arange(n_keys)[None, :] <= pos[:, None], 0.0, -np.inf)  # causal
+        if self.a.get("embed_scale"):
+            x = x * np.sqrt(self.dim)
         for li, L in enumerate(self.layers):
-            h = self._rms(x, L["attn_norm"])
-            q = self._rope((h @ L["attn_q"].T).reshape(t, self.n_heads, hd), pos)
-            k = self._rope((h @ L["attn_k"].T).reshape(t, self.n_kv, hd), pos)
-            v = (h @ L["attn_v"].T).reshape(t, self.n_kv, hd)
-            self.k[li] = np.concatenate([self.k[li], k])
-            self.v[li] = np.concatenate([self.v[li], v])
-            K = np.repeat(self.k[li], group, axis=1).transpose(1, 2, 0)  # [heads, hd, T]
-            V = np.repeat(self.v[li], group, axis=1).transpose(1, 0, 2)  # [heads, T, hd]
-            s = q.transpose(1, 0, 2) @ K / np.sqrt(hd) + mask           # [heads, t, T]
-            p = np.exp(s - s.max(axis=-1, keepdims=True))
-            p /= p.sum(axis=-1, keepdims=True)
-            att = (p @ V).transpose(1, 0, 2).reshape(t, self.n_heads * hd)
-            x = x + att @ L["attn_output"].T
-            h = self._rms(x, L["ffn_norm"])
-            gate, up = h @ L["ffn_gate"].T, h @ L["ffn_up"].T
-            x = x + (gate / (1 + np.exp(-gate)) * up) @ L["ffn_down"].T
-        self.pos += t
+            x = x + self._attention(li, L, self._rms(x, L["attn_norm"]), pos)
+            x = x + self._ffn(L, x, li, pos)
+        self.pos += len(tokens)
         return self._rms(x, self.norm) @ self.out.T
 
     def step(self, token):
@@ -260,6 +430,13 @@ def main(argv):
     ap.add_argument("--chunks", type=int, help="--ppl: score only the first N chunks")
     ap.add_argument("--logits", metavar="OUT.npy",
                     help="save the float64 logits of the prompt's positions instead")
+    ap.add_argument("--ids", help="comma-separated token ids to use as the prompt (with --logits)")
+    ap.add_argument("--last", type=int, help="--logits: only the last N positions")
+    ap.add_argument("--experts", metavar="FILE",
+                    help="with --logits, an MoE's experts to use: whitespace-separated ids, for each "
+                         "layer each position's k; writes FILE.margins: per layer and position, the "
+                         "smallest router logit chosen minus the largest not (< 0: a choice differs), "
+                         "and FILE.router: the router's logits there, a line each")
     a = ap.parse_args(argv)
     m = LlamaRef(a.model)
     tok = SPMTokenizer(m.r)
@@ -270,9 +447,15 @@ def main(argv):
         print("PPL = %.4f +/- %.5f" % (ppl, err))
         print("%d tokens, %d scored in chunks of %d" % (len(ids), n, a.c), file=sys.stderr)
         return 0
-    ids = tok.encode(a.prompt)
+    ids = [int(i) for i in a.ids.split(",")] if a.ids else tok.encode(a.prompt)
     if a.logits:
-        np.save(a.logits, m.forward(ids))
+        if a.experts:
+            m.experts = np.loadtxt(a.experts, dtype=np.int64).reshape(m.n_layers, len(ids), m.k_used)
+        z = m.forward(ids)
+        np.save(a.logits, z[-a.last:] if a.last else z)
+        if a.experts:
+            np.savetxt(a.experts + ".margins", np.array(m.router_margins))
+            np.savetxt(a.experts + ".router", np.array(m.router_logits))
         print("prompt ids %s" % ids, file=sys.stderr)
         return 0
     out = greedy(m, ids, a.n, stop=tok.eos)

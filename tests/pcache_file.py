@@ -49,7 +49,7 @@ def pc_hash64(b, seed=0):
 FIELDS = {  # name: (offset, struct format)
     "version": (8, "<I"), "kv_type": (12, "<I"), "model_id": (16, "<Q"), "model_size": (24, "<Q"),
     "n_layers": (32, "<I"), "n_kv_heads": (36, "<I"), "head_dim": (40, "<I"), "n_tokens": (44, "<I"),
-    "codec": (48, "<I"), "payload_bytes": (56, "<Q"), "payload_hash": (64, "<Q"), "ids_hash": (72, "<Q"),
+    "codec": (48, "<I"), "swa_floor": (52, "<I"), "payload_bytes": (56, "<Q"), "payload_hash": (64, "<Q"), "ids_hash": (72, "<Q"),
     "backend": (80, "64s"), "model_name": (144, "40s"), "header_hash": (184, "<Q"),
 }
 
@@ -124,6 +124,8 @@ def check(path, want_ids=None, model=None, quiet=False):
         return "payload hash mismatch"
     if h["kv_type"] not in (1, 2) or h["codec"] != 1:
         return "kv_type %d codec %d" % (h["kv_type"], h["codec"])
+    if h["swa_floor"] > n or h["swa_floor"] % 16:
+        return "sliding-window floor %d of %d positions" % (h["swa_floor"], n)
     # the zstd frame must carry a content checksum: bit 2 of the frame header descriptor
     if payload[:4] != b"\x28\xb5\x2f\xfd" or not payload[4] & 4:
         return "payload is not a zstd frame with a content checksum"

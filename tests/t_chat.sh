@@ -70,6 +70,23 @@ check "--chat-template chatml renders ChatML" test "$(turn 1)" = "$(ntok "<|im_s
 Hi<|im_end|>
 <|im_start|>assistant
 ") 0"
+# each family's own template (python3-jinja2 renders the reference; transformers' settings)
+render() {  # TEMPLATE: the one-message conversation "Hi" with the generation prompt
+    "$PY" -c 'import jinja2, sys
+e = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+sys.stdout.write(e.from_string(open(sys.argv[1]).read()).render(messages=[{"role": "user", "content": "Hi"}],
+    add_generation_prompt=True, bos_token="<s>", eos_token="</s>"))' "$1"
+}
+for fam in "synth-gemma3-Q4_K_M google-gemma-3-4b-it" "synth-phi3-Q8_0 microsoft-phi-4"; do
+    read -r gm tpl <<<"$fam"
+    M="$SHARED/models/gguf/$gm.gguf"
+    [ -f "$M" ] || { echo "skip $gm: not found"; continue; }
+    chat 'Hi\n' -n 4 --chat-template "$SHARED/templates/$tpl.jinja"
+    check "$gm chats with $tpl.jinja: exit 0, one answer" bash -c "[ \$(cat '$tmp/rc') = 0 ] && [ \$(wc -l <'$tmp/out') = 1 ]"
+    check "$gm: turn 1 is jinja2's rendering of the template" test "$(turn 1)" = "$(ntok "$(render "$SHARED/templates/$tpl.jinja")") 0"
+done
+M="$SHARED/models/gguf/stories260K.gguf"
+
 chat 'Hi\n' --chat-template vicuna
 check "unknown --chat-template: exit 1" rc 1
 check "unknown --chat-template: named" has "vicuna"

@@ -142,6 +142,37 @@ else
     echo "skip the synthetic model: $MS not found"
 fi
 
+# gemma3: its local layers keep only their window (16) and 256 positions more, so a long
+# prompt's cache holds them from a floor on (zeros before, the header says where). A
+# longer prompt and the same prompt continue from it; a prompt that shares only a prefix
+# below the floor's window cannot, and runs cold. fp16 and q8 KV.
+MG="$SHARED/models/gguf/synth-gemma3-Q4_K_M.gguf"
+if [ -f "$MG" ]; then
+    PA="$(head -c 1400 "$SHARED/golden/gpl-3.txt")"
+    PB="$(head -c 2800 "$SHARED/golden/gpl-3.txt")"
+    PC="$(head -c 100 "$SHARED/golden/gpl-3.txt") and then something else entirely"
+    g() { "$QUILL" -m "$MG" --temp 0 -n 16 -q -c 1024 --stats-json "$tmp/s.json" "$@" </dev/null; }
+    nA=$(common "$("$QUILL" tokenize -m "$MG" --ids "$PA")" "$("$QUILL" tokenize -m "$MG" --ids "$PB")")
+    for kv in f16 q8; do
+        g --kv $kv "$PB" >"$tmp/refGB"; g --kv $kv "$PC" >"$tmp/refGC"
+        rm -f "$tmp/cg.bin"
+        g --kv $kv --prompt-cache "$tmp/cg.bin" "$PA" >/dev/null
+        g --kv $kv --prompt-cache "$tmp/cg.bin" "$PB" >"$tmp/out"
+        check "gemma3 $kv KV, extended prompt: same output" same_as refGB
+        check "gemma3 $kv KV, extended prompt: the prefix was cached" cached_is "$nA"
+        check "gemma3 $kv KV: the file is valid, its sliding layers held from a floor > 0" \
+            all "$PF check $tmp/cg.bin --model $MG >/dev/null" \
+            "$PY -c 'import struct,sys; sys.exit(struct.unpack_from(\"<I\", open(\"$tmp/cg.bin\",\"rb\").read(), 52)[0] == 0)'"
+        g --kv $kv --prompt-cache "$tmp/cg.bin" "$PB" >"$tmp/out"
+        check "gemma3 $kv KV, same prompt: same output" same_as refGB
+        g --kv $kv --prompt-cache "$tmp/cg.bin" "$PC" >"$tmp/out"
+        check "gemma3 $kv KV, a prefix below the floor's window: same output, run cold" \
+            all "same_as refGC" "cached_is 0"
+    done
+else
+    echo "skip gemma3: $MG not found"
+fi
+
 # ---- bad caches --------------------------------------------------------------------
 good="$tmp/c1.bin"
 flip() {  # file, offset: xor that byte with 0x20

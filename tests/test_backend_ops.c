@@ -215,10 +215,13 @@ static void test_elementwise(ctx *x, rng_t *r) {
         x->C->add(x->cb, a, b, len), x->G->add(x->gb, da, db, len);
         x->C->add_bias(x->cb, a, &bc, n, dim), x->G->add_bias(x->gb, da, &bg, n, dim);
         x->C->swiglu(x->cb, a, a, b, n, dim), x->G->swiglu(x->gb, da, da, db, n, dim);  // out == gate, as the model runs it
+        x->C->scale(x->cb, a, 3.5f, len), x->G->scale(x->gb, da, 3.5f, len);
+        x->C->geglu(x->cb, b, a, b, len), x->G->geglu(x->gb, db, da, db, len);  // out == up: both read first
         float *ga = host_copy(x, da, 4 * len), *gb = host_copy(x, db, 4 * len);
         if (gpu_ok(x, "elementwise"))
-            check(nmse(ga, a, len) < 1e-12 && nmse(gb, b, len) < 1e-12, "add, add_bias, swiglu over %zu: nmse %.3g %.3g",
-                  len, nmse(ga, a, len), nmse(gb, b, len));
+            check(nmse(ga, a, len) < 1e-12 && nmse(gb, b, len) < 1e-12,
+                  "add, add_bias, swiglu, scale, geglu over %zu: nmse %.3g %.3g", len, nmse(ga, a, len),
+                  nmse(gb, b, len));
         x->G->release(x->gb, da), x->G->release(x->gb, db), x->G->release(x->gb, dbias);
         free(a), free(b), free(bias), free(ga), free(gb);
     }
@@ -227,12 +230,15 @@ static void test_elementwise(ctx *x, rng_t *r) {
 static void test_rope(ctx *x, rng_t *r) {
     const int dims[] = {64, 128}, n = 9, heads = 3;
     for (int di = 0; di < 2; di++)
-        for (int variant = 0; variant < 8; variant++) {
+        for (int variant = 0; variant < 16; variant++) {
             const int hd = dims[di], n_rot = variant & 4 ? hd / 2 : hd;
             float ff[64];
             for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + 0.37f * (float)i;
+            // variant & 8: YaRN (factor 32, original context 4096, as gpt-oss) with an attention factor
             rope_cfg rc = {.n_rot = n_rot, .neox = variant & 1, .base = 500000.0f,
-                           .freq_scale = variant & 2 ? 0.25f : 1.0f, .freq_factors = variant & 2 ? ff : NULL};
+                           .freq_scale = variant & 2 ? 0.25f : variant & 8 ? 1.0f / 32 : 1.0f,
+                           .attn_factor = variant & 8 ? 1.19f : 1.0f, .ext_factor = variant & 8 ? 1.0f : 0.0f,
+                           .corr_lo = 5.0f, .corr_hi = 17.0f, .freq_factors = variant & 2 ? ff : NULL};
             rope_cfg rg = rc;
             float *dff = rc.freq_factors ? dev_copy(x, ff, sizeof ff) : NULL;
             rg.freq_factors = dff;
@@ -245,8 +251,8 @@ static void test_rope(ctx *x, rng_t *r) {
             x->G->rope(x->gb, dv, n, heads, hd, dpos, &rg);
             float *got = host_copy(x, dv, sizeof(float) * n * heads * hd);
             if (gpu_ok(x, "rope"))
-                check(nmse(got, v, n * heads * hd) < 1e-12, "rope head_dim %d n_rot %d neox %d scaled %d: nmse %.3g",
-                      hd, n_rot, variant & 1, (variant & 2) != 0, nmse(got, v, n * heads * hd));
+                check(nmse(got, v, n * heads * hd) < 1e-12, "rope head_dim %d n_rot %d neox %d scaled %d yarn %d: nmse %.3g",
+                      hd, n_rot, variant & 1, (variant & 2) != 0, (variant & 8) != 0, nmse(got, v, n * heads * hd));
             x->G->release(x->gb, dpos), x->G->release(x->gb, dv);
             if (dff) x->G->release(x->gb, dff);
             free(v), free(got);
@@ -437,24 +443,28 @@ static void att_batch_free(ctx *x, void **dev) {
     for (int i = 0; i < 5; i++) x->G->release(x->gb, dev[i]);
 }
 
-// float64 attention of token i over its sequence's cache.
-static void att_reference(const att_case *a, const float *q, int i, double *out) {
+// float64 attention of token i over its sequence's cache (the window's
+// positions), with ac's scale and sinks.
+static void att_reference(const att_case *a, const attn_cfg *ac, const float *sinks, const float *q, int i,
+                          double *out) {
     const int group = a->n_heads / a->n_kv, len = a->pos[i] + 1;
+    const int p0 = ac->window > 0 && len > ac->window ? len - ac->window : 0;
     const int32_t *t = a->tables + a->seq[i] * a->max_blocks;
     double *s = xmalloc(sizeof(double) * len);
     for (int h = 0; h < a->n_heads; h++) {
         const float *qh = q + ((size_t)i * a->n_heads + h) * a->hd;
         const size_t col = (size_t)(h / group) * a->hd;
-        double mx = -INFINITY, sum = 0;
-        for (int p = 0; p < len; p++) {
+        double mx = sinks ? sinks[h] : -INFINITY, sum = 0;
+        for (int p = p0; p < len; p++) {
             const uint8_t *row = a->kpool + ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->row_bytes;
             double d = 0;
             for (int e = 0; e < a->hd; e++) d += (double)qh[e] * kv_value(a, row, (int)col + e);
-            s[p] = d / sqrt((double)a->hd);
+            s[p] = d * ac->scale;
             mx = s[p] > mx ? s[p] : mx;
         }
         for (int e = 0; e < a->hd; e++) out[h * a->hd + e] = 0;
-        for (int p = 0; p < len; p++) {
+        if (sinks) sum = exp(sinks[h] - mx);
+        for (int p = p0; p < len; p++) {
             const uint8_t *row = a->vpool + ((size_t)t[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK) * a->row_bytes;
             const double w = exp(s[p] - mx);
             sum += w;
@@ -465,23 +475,33 @@ static void att_reference(const att_case *a, const float *q, int i, double *out)
     free(s);
 }
 
-static float *gpu_attention(ctx *x, const att_case *a, const float *dq_all, void *dk, void *dv, int first, int n,
-                            int n_prompt) {
+static float *gpu_attention(ctx *x, const att_case *a, const attn_cfg *ac, const float *dq_all, void *dk, void *dv,
+                            int first, int n, int n_prompt) {
     void *dev[5];
     fwd_batch fb = att_batch(x, a, first, n, n_prompt, dev);
     const size_t qrow = (size_t)a->n_heads * a->hd;
     float *dout = dev_copy(x, NULL, sizeof(float) * n * qrow);
-    x->G->attention(x->gb, dout, dq_all + first * qrow, dk, dv, &fb, a->n_heads, a->n_kv, a->hd, a->kv_type);
+    x->G->attention(x->gb, dout, dq_all + first * qrow, dk, dv, &fb, a->n_heads, a->n_kv, a->hd, a->kv_type, ac);
     float *out = host_copy(x, dout, sizeof(float) * n * qrow);
     x->G->release(x->gb, dout);
     att_batch_free(x, dev);
     return out;
 }
 
-static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd, int max_blocks, int kv_type) {
+// variant 1: a sliding window of 40 positions, sinks and another scale (gpt-oss's attention)
+static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd, int max_blocks, int kv_type,
+                                 int variant) {
     att_case a;
     att_build(r, &a, n_heads, n_kv, hd, max_blocks, kv_type);
-    const char *tn = kv_type == KV_Q8 ? "q8" : "f16";
+    char tn[48];
+    snprintf(tn, sizeof tn, "%s%s", kv_type == KV_Q8 ? "q8" : "f16", variant ? " window 40, sinks" : "");
+    float *sinks = xmalloc(sizeof(float) * n_heads);
+    for (int h = 0; h < n_heads; h++) sinks[h] = 2.0f * gauss(r) + (h % 3 == 0 ? 6.0f : 0.0f);  // some sinks dominate
+    float *dsinks = dev_copy(x, sinks, sizeof(float) * n_heads);
+    const attn_cfg acc = {.scale = variant ? 0.3f : 1.0f / sqrtf((float)hd), .window = variant ? 40 : 0,
+                          .sinks = variant ? sinks : NULL};
+    attn_cfg acg = acc;
+    acg.sinks = variant ? dsinks : NULL;
     const size_t pool = a.pool_bytes, qrow = (size_t)n_heads * hd;
     void *dk = dev_copy(x, a.kpool, pool), *dv = dev_copy(x, a.vpool, pool);
     // kv_store: the pass's own K and V into both pools
@@ -516,10 +536,10 @@ static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd
     float *q = xmalloc(sizeof(float) * a.n * qrow), *oc = xmalloc(sizeof(float) * a.n * qrow);
     for (size_t i = 0; i < a.n * qrow; i++) q[i] = gauss(r);
     float *dq = dev_copy(x, q, sizeof(float) * a.n * qrow);
-    x->C->attention(x->cb, oc, q, a.kpool, a.vpool, &fbc, n_heads, n_kv, hd, kv_type);
-    float *og = gpu_attention(x, &a, dq, dk, dv, 0, a.n, a.n_prompt);
+    x->C->attention(x->cb, oc, q, a.kpool, a.vpool, &fbc, n_heads, n_kv, hd, kv_type, &acc);
+    float *og = gpu_attention(x, &a, &acg, dq, dk, dv, 0, a.n, a.n_prompt);
     double *want = xmalloc(sizeof(double) * a.n * qrow);
-    for (int i = 0; i < a.n; i++) att_reference(&a, q, i, want + i * qrow);
+    for (int i = 0; i < a.n; i++) att_reference(&a, &acc, acc.sinks, q, i, want + i * qrow);
     if (gpu_ok(x, "attention")) {
         const double eg = nmse_d(og, want, a.n * qrow), ec = nmse_d(oc, want, a.n * qrow);
         // cpu.c's fp16 accumulator (as llama.cpp's) reaches ~4e-7; fp32 on the GPU should be far below
@@ -529,22 +549,23 @@ static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd
         // invariance: each decode token alone; the prompt cut at 64; a lone prompt token
         int same = 1;
         for (int i = a.n_prompt; i < a.n; i++) {
-            float *o1 = gpu_attention(x, &a, dq, dk, dv, i, 1, 1);
+            float *o1 = gpu_attention(x, &a, &acg, dq, dk, dv, i, 1, 1);
             same &= !memcmp(o1, og + i * qrow, sizeof(float) * qrow);
             free(o1);
         }
-        float *p1 = gpu_attention(x, &a, dq, dk, dv, 0, 64, 64), *p2 = gpu_attention(x, &a, dq, dk, dv, 64, 6, 6);
+        float *p1 = gpu_attention(x, &a, &acg, dq, dk, dv, 0, 64, 64);
+        float *p2 = gpu_attention(x, &a, &acg, dq, dk, dv, 64, 6, 6);
         same &= !memcmp(p1, og, sizeof(float) * 64 * qrow) && !memcmp(p2, og + 64 * qrow, sizeof(float) * 6 * qrow);
-        float *p3 = gpu_attention(x, &a, dq, dk, dv, 37, 1, 1);
+        float *p3 = gpu_attention(x, &a, &acg, dq, dk, dv, 37, 1, 1);
         same &= !memcmp(p3, og + 37 * qrow, sizeof(float) * qrow);
         free(p1), free(p2), free(p3);
         check(same, "attention %s %d/%d heads x %d: tokens alone, in a prompt cut at 64 and in the pass equal bit "
               "for bit", tn, n_heads, n_kv, hd);
     }
     att_batch_free(x, dev);
-    void *bufs[] = {dk, dv, dkn, dvn, dq};
-    for (int i = 0; i < 5; i++) x->G->release(x->gb, bufs[i]);
-    free(k), free(v), free(q), free(oc), free(og), free(want), free(gk), free(gv);
+    void *bufs[] = {dk, dv, dkn, dvn, dq, dsinks};
+    for (int i = 0; i < 6; i++) x->G->release(x->gb, bufs[i]);
+    free(k), free(v), free(q), free(oc), free(og), free(want), free(gk), free(gv), free(sinks);
     free(a.kpool), free(a.vpool), free(a.tables);
 }
 
@@ -556,8 +577,9 @@ static void test_attention(ctx *x, rng_t *r) {
     const int n = x->quick ? 3 : (int)(sizeof shapes / sizeof *shapes);
     for (int i = 0; i < n; i++)
         for (int kt = KV_F16; kt <= KV_Q8; kt++)
-            if (kt == KV_F16 || shapes[i][2] % 32 == 0)
-                test_attention_shape(x, r, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], kt);
+            for (int variant = 0; variant < 2; variant++)
+                if (kt == KV_F16 || shapes[i][2] % 32 == 0)
+                    test_attention_shape(x, r, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], kt, variant);
 }
 
 // ---- sampling -----------------------------------------------------------------------------

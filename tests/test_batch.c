@@ -217,6 +217,10 @@ int main(void) {
     snprintf(path, sizeof path, "%s/models/gguf/synth-qwen3moe-Q4_K_M.gguf", shared);
     test_model(path);
     test_split_prompt(path);
+    // gemma3: its local layers' K/V in their own cache (model.c's kv_swa) beside the global one's
+    snprintf(path, sizeof path, "%s/models/gguf/synth-gemma3-Q4_K_M.gguf", shared);
+    test_model(path);
+    test_split_prompt(path);
     if (n_fail) {
         fprintf(stderr, "test_batch: %d failure(s)\n", n_fail);
         return 1;

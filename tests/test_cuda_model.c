@@ -195,8 +195,10 @@ static void compare_model(const char *path, int kv_type, const model_config *cfg
         // the synthetic MoE files amplify rounding: on the CPU alone, computing
         // their Q4_K attention projections as a prompt's (llama.cpp's order for
         // groups of 4 rows) instead of one row at a time moves the logits by
-        // an nmse of 6e-4 (dense files: 1e-5); a wrong expert moves them by 0.3
-        const int ok = worst < (moe ? 5e-3 : 1e-3) && !hard;
+        // an nmse of 6e-4 (dense files: 1e-5); a wrong expert moves them by 0.3.
+        // 3e-3: gemma3 (GELU, norms after each sublayer) moves most of the dense; the CPU itself
+        // is 1.1e-3 from a float64 reference there (tests/test_archref.c), the GPU 1.2e-3 from the CPU
+        const int ok = worst < (moe ? 5e-3 : 3e-3) && !hard;
         n_failed += !ok;
         printf("%s %s, %s KV%s: %d steps, worst logits nmse %.3g, argmax differs at %d (%d beyond the noise)\n",
                ok ? "ok  " : "FAIL", path, kv_type == KV_Q8 ? "q8" : "f16", moe ? ", the CPU's experts" : "", k, worst,

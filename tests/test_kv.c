@@ -81,7 +81,46 @@ static void test_model(const char *path) {
     model_free(f), model_free(q);
 }
 
+// The paged cache's bookkeeping where a sliding-window cache forgets the
+// start of a sequence (kvcache.h's kv_forget, kv_start_at): freed blocks,
+// table entries, floors, and a sequence sharing one that forgot its start.
+static void test_forget(void) {
+    char err[ERR_LEN];
+    backend *be = NULL;
+    kvcache kv;
+    if (cpu_backend.init(&be, 1, err) || kv_init(&kv, &cpu_backend, be, 1, 32, KV_F16, 256, 2, 8, err)) {
+        fail("kv_init: %s", err);
+        return;
+    }
+    const int s = kv_seq_new(&kv);
+    CHECK(kv_reserve(&kv, s, 100, err) == 0 && kv.n_free == 1, "100 positions take 7 of 8 blocks");
+    kv.seqs[s].len = 100;
+    kv_forget(&kv, s, 40);
+    CHECK(kv.n_free == 3 && kv.seqs[s].floor == 32 && kv.seqs[s].table[0] == -1 && kv.seqs[s].table[1] == -1 &&
+              kv.seqs[s].table[2] >= 0,
+          "forgetting below 40 returns the 2 blocks of positions 0..31 (floor %d, %d free)", kv.seqs[s].floor,
+          kv.n_free);
+    kv_forget(&kv, s, 20);
+    CHECK(kv.n_free == 3 && kv.seqs[s].floor == 32, "forgetting less than before changes nothing");
+    const int d = kv_seq_new(&kv);
+    kv_seq_share(&kv, d, s, 90);
+    CHECK(kv.n_free == 3 && kv.seqs[d].floor == 32 && kv.seqs[d].table[0] == -1 && kv.ref[kv.seqs[s].table[2]] == 2,
+          "a sequence sharing 90 positions shares the held blocks and the floor");
+    kv_truncate(&kv, s, 0);
+    CHECK(kv.n_free == 4 && kv.seqs[s].floor == 0, "truncating to 0 returns only the unshared block (%d free)",
+          kv.n_free);
+    kv_seq_free(&kv, d);
+    CHECK(kv.n_free == 8, "every block is free again (%d)", kv.n_free);
+    kv_start_at(&kv, s, 70);
+    CHECK(kv.seqs[s].len == 64 && kv.seqs[s].floor == 64 && kv.n_free == 8, "starting at 70 starts at block 4");
+    CHECK(kv_reserve(&kv, s, 10, err) == 0 && kv.n_free == 7 && kv.seqs[s].table[4] >= 0,
+          "positions 64..73 take one block");
+    kv_free(&kv);
+    cpu_backend.free(be);
+}
+
 int main(void) {
+    test_forget();
     const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
     const char *names[] = {"synth-llama-Q8_0", "synth-llama-Q4_0", "synth-llama-Q4_K_M", "synth-llama-Q5_K_M",
                            "synth-llama-Q6_K", "synth-qwen2-Q8_0", "synth-qwen3-Q4_K_M"};

@@ -358,7 +358,7 @@ static int bench(const char *mpath, const char *cache) {
     TIME_MEDIAN("pcache_load, everything (read, check, unzstd, import)", pcache_load(cache, m, mpath, ids, n, NULL, NULL, err));
     uint16_t *kv = malloc(raw);
     TIME_MEDIAN("model_kv_export", model_kv_export(m, n, kv, err));
-    TIME_MEDIAN("model_kv_import", model_kv_import(m, n, kv, n, err));
+    TIME_MEDIAN("model_kv_import", model_kv_import(m, n, kv, n, model_kv_floor(m), err));
     TIME_MEDIAN("pcache_save (export, zstd, write, fsync, rename)", pcache_save(tmp, m, mpath, ids, n, err));
     struct stat st;
     if (!stat(tmp, &st)) printf("    -> %lld bytes = %.1f%% of the raw KV\n", (long long)st.st_size, 100.0 * st.st_size / raw);
