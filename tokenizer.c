@@ -315,7 +315,10 @@ static int32_t mark_control(tokenizer *t, int32_t id) {
 
 // End of generation: EOS, EOT, EOM, and the end-of-turn pieces chat models use
 // (llama.cpp's list, found by text): Gemma's <end_of_turn>, Phi-3's <|end|>,
-// gpt-oss's <|return|>, <|end|> and <|call|>, ...
+// gpt-oss's <|return|> and <|call|>, ... In gpt-oss's harmony format <|end|>
+// closes a message, not the turn (the analysis message ends in it, and the
+// final answer follows): a vocabulary with <|return|> and <|call|> does not
+// end generation at <|end|>, as llama.cpp decides.
 static void build_eog(tokenizer *t) {
     static const char *const EOT[] = {"<|eot_id|>",      "<|im_end|>", "<|end|>", "<end_of_turn>",
                                       "<|endoftext|>",   "<|end_of_text|>", "<EOT>", "_<EOT>",
@@ -331,6 +334,12 @@ static void build_eog(tokenizer *t) {
     add_eog(t, mark_control(t, find_first(t, EOM, 1)));
     for (size_t i = 0; i < n_eot; i++) add_eog(t, mark_control(t, find_first(t, &EOT[i], 1)));
     for (size_t i = 0; i < n_eog; i++) add_eog(t, mark_control(t, find_first(t, &EOG[i], 1)));
+    static const char *const HARMONY[] = {"<|return|>", "<|call|>", "<|end|>"};
+    const int32_t ret = find_first(t, &HARMONY[0], 1), call = find_first(t, &HARMONY[1], 1),
+                  end = find_first(t, &HARMONY[2], 1);
+    if (ret >= 0 && call >= 0 && end >= 0)
+        for (int i = 0; i < t->n_eog; i++)
+            if (t->eog[i] == end) t->eog[i--] = t->eog[--t->n_eog];
 }
 
 static int is_special_type(int type) { return type == TT_CONTROL || type == TT_USER || type == TT_UNKNOWN; }

@@ -72,18 +72,23 @@ Hi<|im_end|>
 ") 0"
 # each family's own template (python3-jinja2 renders the reference; transformers' settings)
 render() {  # TEMPLATE: the one-message conversation "Hi" with the generation prompt
-    "$PY" -c 'import jinja2, sys
+    "$PY" -c 'import datetime, jinja2, sys
 e = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
 sys.stdout.write(e.from_string(open(sys.argv[1]).read()).render(messages=[{"role": "user", "content": "Hi"}],
-    add_generation_prompt=True, bos_token="<s>", eos_token="</s>"))' "$1"
+    add_generation_prompt=True, bos_token="<s>", eos_token="</s>",
+    strftime_now=lambda f: datetime.datetime.now().strftime(f)))' "$1"
 }
-for fam in "synth-gemma3-Q4_K_M google-gemma-3-4b-it" "synth-phi3-Q8_0 microsoft-phi-4"; do
+for fam in "synth-gemma3-Q4_K_M google-gemma-3-4b-it" "synth-phi3-Q8_0 microsoft-phi-4" \
+    "synth-qwen3moe-Q4_K_M Qwen-Qwen3-0.6B" "synth-gptoss-MXFP4 openai-gpt-oss-120b"; do
     read -r gm tpl <<<"$fam"
     M="$SHARED/models/gguf/$gm.gguf"
     [ -f "$M" ] || { echo "skip $gm: not found"; continue; }
     chat 'Hi\n' -n 4 --chat-template "$SHARED/templates/$tpl.jinja"
     check "$gm chats with $tpl.jinja: exit 0, one answer" bash -c "[ \$(cat '$tmp/rc') = 0 ] && [ \$(wc -l <'$tmp/out') = 1 ]"
-    check "$gm: turn 1 is jinja2's rendering of the template" test "$(turn 1)" = "$(ntok "$(render "$SHARED/templates/$tpl.jinja")") 0"
+    render "$SHARED/templates/$tpl.jinja" >"$tmp/want"
+    echo '[{"role": "user", "content": "Hi"}]' >"$tmp/hi.json"
+    "$QUILL" template -m "$M" --chat-template "$SHARED/templates/$tpl.jinja" "$tmp/hi.json" >"$tmp/got"
+    check "$gm: quill's rendering of the template (the chat's) is jinja2's, byte for byte" cmp "$tmp/want" "$tmp/got"
 done
 M="$SHARED/models/gguf/stories260K.gguf"
 

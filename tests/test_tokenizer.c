@@ -515,22 +515,33 @@ static void test_synthetic_merges(void) {
 }
 
 // Each family's end-of-turn pieces end generation (Gemma 3, Phi-3/4, gpt-oss); a
-// look-alike that is not one does not.
+// look-alike that is not one does not. In gpt-oss's harmony vocabulary (with
+// <|return|> and <|call|>) <|end|> only closes a message: the analysis message
+// ends in it and the final answer follows, so it does not end generation
+// (llama.cpp's rule, src/llama-vocab.cpp).
 static void test_synthetic_end_of_turn(void) {
     vpiece v[] = {BASE[0], BASE[1], BASE[2], {"<end_of_turn>", 0, 3}, {"<|end|>", 0, 3}, {"<|return|>", 0, 3},
                   {"<|call|>", 0, 3}, {"<|start|>", 0, 3}, {"<start_of_turn>", 0, 3}, {"a", -1, 1}};
-    int n = (int)(sizeof v / sizeof v[0]);
-    gbuf g = make_vocab("llama", v, n, 0, NULL, 0, n);
-    tokenizer *t = NULL;
-    char err[ERR_LEN] = "";
-    CHECK(load_buf(&g, &t, err) == 0, "end-of-turn vocab: %s", err);
-    free(g.b);
-    if (!t) return;
-    CHECK(tok_is_eog(t, 2) && tok_is_eog(t, 3) && tok_is_eog(t, 4) && tok_is_eog(t, 5) && tok_is_eog(t, 6),
-          "</s>, <end_of_turn>, <|end|>, <|return|>, <|call|> end generation");
-    CHECK(!tok_is_eog(t, 1) && !tok_is_eog(t, 7) && !tok_is_eog(t, 8) && !tok_is_eog(t, 9),
-          "<s>, <|start|>, <start_of_turn>, a do not end generation");
-    tok_free(t);
+    for (int harmony = 0; harmony < 2; harmony++) {
+        int n = (int)(sizeof v / sizeof v[0]);
+        gbuf g = make_vocab("llama", v, harmony ? n : 5, 0, NULL, 0, harmony ? n : 5);  // phi: up to <|end|>
+        tokenizer *t = NULL;
+        char err[ERR_LEN] = "";
+        CHECK(load_buf(&g, &t, err) == 0, "end-of-turn vocab: %s", err);
+        free(g.b);
+        if (!t) return;
+        if (!harmony) {
+            CHECK(tok_is_eog(t, 2) && tok_is_eog(t, 3) && tok_is_eog(t, 4),
+                  "</s>, <end_of_turn>, <|end|> (no harmony tokens) end generation");
+        } else {
+            CHECK(tok_is_eog(t, 2) && tok_is_eog(t, 3) && tok_is_eog(t, 5) && tok_is_eog(t, 6),
+                  "</s>, <end_of_turn>, <|return|>, <|call|> end generation");
+            CHECK(!tok_is_eog(t, 4), "<|end|> beside <|return|> and <|call|> (harmony) does not end generation");
+            CHECK(!tok_is_eog(t, 1) && !tok_is_eog(t, 7) && !tok_is_eog(t, 8) && !tok_is_eog(t, 9),
+                  "<s>, <|start|>, <start_of_turn>, a do not end generation");
+        }
+        tok_free(t);
+    }
 }
 
 static void expect_load_error(gbuf g, const char *needle, const char *label) {
