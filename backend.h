@@ -138,6 +138,9 @@ typedef struct backend_ops {
     void (*embed)(backend *b, float *out, const qmat *emb, const int32_t *ids, int n);
     // out[i, :] = x[i, :] / rms(x[i, :]) * w; x, out: [n, dim]; w: F32 [dim]. out may equal x.
     void (*rmsnorm)(backend *b, float *out, const float *x, const qmat *w, int n, int dim, float eps);
+    // The residual add and the next norm in one: x += d (add's bits), then
+    // out = rmsnorm(x) (rmsnorm's bits). x, d, out: [n, dim]; out may equal d.
+    void (*add_rmsnorm)(backend *b, float *out, float *x, const float *d, const qmat *w, int n, int dim, float eps);
     // y[n, w->rows] = x[n, w->cols] · wᵀ. Rows 0..n_joint-1 are consecutive
     // tokens of one prompt, computed together in tiles of PREFILL_TILE rows
     // from row 0: a joint row's rounding may depend on the other rows of its
@@ -158,8 +161,9 @@ typedef struct backend_ops {
     void (*geglu)(backend *b, float *out, const float *gate, const float *up, size_t len);
     // x[0..len) *= s
     void (*scale)(backend *b, float *x, float s, size_t len);
-    // Rotates x: [n, n_heads, head_dim] in place; token i is at position pos[i] (backend memory).
-    void (*rope)(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
+    // Rotates q: [n, n_q, head_dim] and k: [n, n_k, head_dim] in place (k may
+    // be NULL with n_k 0); token i is at position pos[i] (backend memory).
+    void (*rope)(backend *b, float *q, float *k, int n, int n_q, int n_k, int head_dim, const int32_t *pos,
                  const rope_cfg *rc);
     // Stores k, v: [fb->n, kv_dim] (float) as kv_type rows into pool rows fb->slot[i].
     void (*kv_store)(backend *b, void *kpool, void *vpool, const float *k, const float *v,
@@ -201,9 +205,15 @@ typedef struct backend_ops {
     void (*swiglu_oai)(backend *b, float *out, const float *gate, const float *up, size_t len, float alpha,
                        float limit);
 
-    // ---- Optional ops: NULL where a backend lacks them (cpu.c has only roofline and mem_available). ----
+    // ---- Optional ops: NULL where a backend lacks them (cpu.c has matmul_set, roofline, mem_available). ----
     // model.c checks for them (`if (ops->graph_begin)`) and never asks which
     // backend runs.
+
+    // y[i] = matmul(w[i], x) for i < k <= 3, each with matmul's bits (its rows
+    // and n_joint as there), in one go where the backend can (Q, K and V, or
+    // gate and up, read the same x).
+    void (*matmul_set)(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
+                       int n_joint);
 
     // 0, or -1 with the first failure an earlier op met. Ops that return void
     // (kernels launched asynchronously) record their failures; this surfaces

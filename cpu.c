@@ -113,6 +113,8 @@ typedef struct {
     const float *x, *g;
     int dim;
     float eps;
+    float *acc;       // add_rmsnorm: acc (== x) += d first
+    const float *d;
 } rmsnorm_job;
 
 // Sums in double like ggml, so norms of wide rows do not lose bits.
@@ -120,6 +122,8 @@ static void rmsnorm_rows(void *ctx, int64_t i0, int64_t i1) {
     const rmsnorm_job *j = ctx;
     const int dim = j->dim;
     for (int64_t i = i0; i < i1; i++) {
+        if (j->d)
+            for (int e = 0; e < dim; e++) j->acc[(size_t)i * dim + e] += j->d[(size_t)i * dim + e];
         const float *xi = j->x + (size_t)i * dim;
         float *oi = j->out + (size_t)i * dim;
         double ss = 0;
@@ -131,7 +135,13 @@ static void rmsnorm_rows(void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim,
                         float eps) {
-    rmsnorm_job j = {out, x, w->data, dim, eps};
+    rmsnorm_job j = {out, x, w->data, dim, eps, NULL, NULL};
+    par_for(b, n, 8, 1, rmsnorm_rows, &j);
+}
+
+static void cpu_add_rmsnorm(backend *b, float *out, float *x, const float *d, const qmat *w, int n, int dim,
+                            float eps) {
+    rmsnorm_job j = {out, x, w->data, dim, eps, x, d};
     par_for(b, n, 8, 1, rmsnorm_rows, &j);
 }
 
@@ -168,17 +178,59 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
+// A parallel section's chunks of weight rows: a prefill's are row tiles; a
+// decode's at least 16 rows and 32 KiB.
+static int64_t matmul_chunk(const qmat *w, int n) {
+    if (n != 1) return MM_ROW_TILE;
+    const int64_t min = ((int64_t)(32768 / w->row_bytes) + 15) & ~(int64_t)15;
+    return min < 16 ? 16 : min;
+}
+
 static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
     const size_t arow = q_act_row_bytes(w->type, w->cols);
     matmul_job j = {y, w, x, scratch(b, SCR_ACT, arow * (size_t)n), arow, n, n_joint};
     par_for(b, n, 4, 1, quantize_rows, &j);
-    // a prefill's chunks are row tiles; a decode's at least 16 rows and 32 KiB
-    int64_t min = MM_ROW_TILE;
-    if (n == 1) {
-        min = ((int64_t)(32768 / w->row_bytes) + 15) & ~(int64_t)15;
-        if (min < 16) min = 16;
+    par_for(b, w->rows, matmul_chunk(w, n), n == 1 ? 16 : MM_ROW_TILE, matmul_rows, &j);
+}
+
+// matmul_set's matrices as one row range: rows first[i] .. first[i+1]-1 are w[i]'s.
+typedef struct {
+    matmul_job j[3];
+    int64_t first[4];
+    int k;
+} matmul_set_job;
+
+static void matmul_set_rows(void *ctx, int64_t r0, int64_t r1) {
+    const matmul_set_job *s = ctx;
+    for (int i = 0; i < s->k; i++) {
+        const int64_t a = r0 > s->first[i] ? r0 : s->first[i], e = r1 < s->first[i + 1] ? r1 : s->first[i + 1];
+        if (a < e) matmul_rows((void *)&s->j[i], a - s->first[i], e - s->first[i]);
     }
-    par_for(b, w->rows, min, n == 1 ? 16 : MM_ROW_TILE, matmul_rows, &j);
+}
+
+// backend.h's matmul_set: matrices of one type and width (Q, K, V; gate, up)
+// with no prompt rows share one quantization of x and one parallel section,
+// each chunk of rows cut where cpu_matmul would cut it (every matrix starts
+// on a multiple of the chunk alignment), so the bits are cpu_matmul's.
+static void cpu_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
+                           int n_joint) {
+    const int64_t align = n == 1 ? 16 : MM_ROW_TILE;
+    int one = k >= 1 && k <= 3 && n > 0 && n_joint <= 0;
+    for (int i = 0; one && i < k; i++)
+        one = w[i]->type == w[0]->type && w[i]->cols == w[0]->cols && w[i]->rows % align == 0;
+    if (!one) {
+        for (int i = 0; i < k; i++) cpu_matmul(b, y[i], w[i], x, n, n_joint);
+        return;
+    }
+    const size_t arow = q_act_row_bytes(w[0]->type, w[0]->cols);
+    matmul_set_job s = {.k = k};
+    uint8_t *xq = scratch(b, SCR_ACT, arow * (size_t)n);
+    for (int i = 0; i < k; i++) {
+        s.j[i] = (matmul_job){y[i], w[i], x, xq, arow, n, 0};
+        s.first[i + 1] = s.first[i] + w[i]->rows;
+    }
+    par_for(b, n, 4, 1, quantize_rows, &s.j[0]);
+    par_for(b, s.first[k], matmul_chunk(w[0], n), align, matmul_set_rows, &s);
 }
 
 static void cpu_add_bias(backend *b, float *y, const qmat *bias, int n, int dim) {
@@ -371,7 +423,7 @@ static void cpu_scale(backend *b, float *x, float s, size_t len) {
 // Rotation angles follow ggml's recurrence (theta *= theta_scale per pair) and
 // its YaRN mix (backend.h's rope_cfg) so positions round exactly as
 // llama.cpp's do.
-static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos,
+static void cpu_rope(backend *b, float *q, float *k, int n, int n_q, int n_k, int head_dim, const int32_t *pos,
                      const rope_cfg *rc) {
     (void)b;
     const int nr = rc->n_rot, half = nr / 2;
@@ -383,8 +435,8 @@ static void cpu_rope(backend *b, float *x, int n, int n_heads, int head_dim, con
             rope_cos_sin(rc, p, rc->freq_factors ? theta / rc->freq_factors[p] : theta, &cs[p], &sn[p]);
             theta *= theta_scale;
         }
-        for (int h = 0; h < n_heads; h++) {
-            float *v = x + ((size_t)i * n_heads + h) * head_dim;
+        for (int h = 0; h < n_q + n_k; h++) {
+            float *v = h < n_q ? q + ((size_t)i * n_q + h) * head_dim : k + ((size_t)i * n_k + h - n_q) * head_dim;
             for (int p = 0; p < half; p++) {
                 int a = rc->neox ? p : 2 * p, c = rc->neox ? p + half : 2 * p + 1;
                 float x0 = v[a], x1 = v[c];
@@ -713,6 +765,7 @@ const backend_ops cpu_backend = {
     .upload = cpu_upload,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
+    .add_rmsnorm = cpu_add_rmsnorm,
     .matmul = cpu_matmul,
     .add_bias = cpu_add_bias,
     .add = cpu_add,
@@ -727,6 +780,7 @@ const backend_ops cpu_backend = {
     .moe_matmul = cpu_moe_matmul,
     .moe_combine = cpu_moe_combine,
     .swiglu_oai = cpu_swiglu_oai,
+    .matmul_set = cpu_matmul_set,
     .roofline = cpu_roofline,
     .mem_available = cpu_mem_available,
 };

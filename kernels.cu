@@ -69,6 +69,7 @@ extern "C" {
 enum {
     MMV_MAX = 8,                  // tokens the matrix-vector kernel takes per launch
     MMV_WARPS = 4,                // weight rows (one per warp) per CTA
+    MV_SET = 3,                   // matrices one k_matvec_set launch takes
     GEMM_MIN = MMV_MAX + 1,       // fewer prompt rows in a tile: the decode kernel
     ATT_THREADS = 128,            // attention CTA
     ATT_KT = 32,                  // key positions per shared-memory tile
@@ -631,7 +632,7 @@ QHD void mv_k45(const uint8_t *A, int64_t it, const act_t &x, int n, float acc[N
     int sc0, mn0, sc1, mn1;
     k4_scale_min(s0, hd.y, hd.z, hd.w, &sc0, &mn0);
     k4_scale_min(s1, hd.y, hd.z, hd.w, &sc1, &mn1);
-    uint32_t lo[4], hi[4];
+    uint32_t lo[4] = {0}, hi[4] = {0};  // (set below; g++ -O3 for the SIMT build cannot tell)
     for (int k = 0; k < 4; k++) {
         lo[k] = u4(qv, k) & 0x0F0F0F0F;
         hi[k] = (u4(qv, k) >> 4) & 0x0F0F0F0F;
@@ -896,11 +897,10 @@ __device__ __forceinline__ void prefetch_row(const uint8_t *p, int64_t bytes) {
 #endif
 }
 
-// y[t, r] = row r of w · x[t] for t < n <= NT; one warp per row.
+// y[t, r] = row r of w · x[t] for t < n <= NT, by one warp.
 template <uint32_t T, int NT>
-__global__ void __launch_bounds__(32 * MMV_WARPS)
-k_matvec(const uint8_t *__restrict__ w, dlayout L, int64_t rows, act_t x, int n, float *__restrict__ y) {
-    const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
+__device__ __forceinline__ void mv_row(const uint8_t *__restrict__ w, const dlayout &L, int64_t rows, int64_t r,
+                                       const act_t &x, int n, float *__restrict__ y) {
     if (r >= rows) return;
     if constexpr (T == Q_Q4_K || T == Q_Q5_K) prefetch_row(w + r * L.a_row, L.a_row);
     float acc[NT];
@@ -913,6 +913,34 @@ k_matvec(const uint8_t *__restrict__ w, dlayout L, int64_t rows, act_t x, int n,
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
     if (threadIdx.x == 0)
         for (int t = 0; t < n && t < NT; t++) y[t * rows + r] = acc[t];
+}
+
+// y = x · wᵀ, a warp per row.
+template <uint32_t T, int NT>
+__global__ void __launch_bounds__(32 * MMV_WARPS)
+k_matvec(const uint8_t *__restrict__ w, dlayout L, int64_t rows, act_t x, int n, float *__restrict__ y) {
+    mv_row<T, NT>(w, L, rows, (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y, x, n, y);
+}
+
+// Up to MV_SET matrices of one type and width against the same x in one
+// launch (a decode step's Q, K and V, or gate and up): CTAs first[i] .. are
+// matrix i's. Each row is k_matvec's.
+typedef struct {
+    const uint8_t *w[MV_SET];
+    dlayout L[MV_SET];
+    int64_t rows[MV_SET];
+    float *y[MV_SET];
+    unsigned first[MV_SET];
+    int k;
+} mv_set;
+
+template <uint32_t T, int NT>
+__global__ void __launch_bounds__(32 * MMV_WARPS) k_matvec_set(mv_set s, act_t x, int n) {
+    int i = 0;
+#pragma unroll
+    for (int j = 1; j < MV_SET; j++) i += j < s.k && blockIdx.x >= s.first[j];
+    mv_row<T, NT>(s.w[i], s.L[i], s.rows[i], (int64_t)(blockIdx.x - s.first[i]) * MMV_WARPS + threadIdx.y, x, n,
+                  s.y[i]);
 }
 
 // Mixture of experts (backend.h's moe_matmul): CTA row blockIdx.y takes the
@@ -1026,12 +1054,15 @@ __device__ __forceinline__ void rms_out(float *oi, float gj, int j, float xj, fl
     if constexpr (Q8) warp_q8_1(v, blk0 + j / 32, q, ds);
 }
 
+// d != NULL (add_rmsnorm): x += d first, written back (k_add's sums); out
+// may equal d (each thread reads its elements of d before it writes them).
 template <bool Q8>
-__global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ g, int dim, float eps,
+__global__ void k_rmsnorm(float *out, float *x, const float *d, const float *__restrict__ g, int dim, float eps,
                           int8_t *__restrict__ q, float2 *__restrict__ ds) {
     __shared__ float red[32];
     const int T = blockDim.x, tid = threadIdx.x;
-    const float *xi = x + (int64_t)blockIdx.x * dim;
+    float *xi = x + (int64_t)blockIdx.x * dim;
+    const float *di = d ? d + (int64_t)blockIdx.x * dim : NULL;
     float *oi = out + (int64_t)blockIdx.x * dim;
     float xv[RMS_PER], gv[RMS_PER];  // g too: loaded with x, not one wait per element after the sum
 #pragma unroll
@@ -1039,11 +1070,19 @@ __global__ void k_rmsnorm(float *out, const float *x, const float *__restrict__ 
         const bool in = tid + k * T < dim;
         xv[k] = in ? xi[tid + k * T] : 0.0f;
         gv[k] = in ? g[tid + k * T] : 0.0f;
+        if (di && in) xv[k] += di[tid + k * T];
     }
+    if (di)
+#pragma unroll
+        for (int k = 0; k < RMS_PER; k++)
+            if (tid + k * T < dim) xi[tid + k * T] = xv[k];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < RMS_PER; k++) ss += xv[k] * xv[k];
-    for (int j = tid + RMS_PER * T; j < dim; j += T) ss += xi[j] * xi[j];  // rows wider than the registers
+    for (int j = tid + RMS_PER * T; j < dim; j += T) {  // rows wider than the registers
+        if (di) xi[j] += di[j];
+        ss += xi[j] * xi[j];
+    }
     ss = block_sum(ss, red);
     const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
     const int64_t blk0 = (int64_t)blockIdx.x * (dim / 32);
@@ -1210,19 +1249,20 @@ __global__ void k_scale(float *__restrict__ x, float s, int64_t len) {
 }
 
 // One thread per (token, head, rotated pair).
-__global__ void k_rope(float *x, int n, int n_heads, int head_dim, const int32_t *__restrict__ pos, rope_cfg rc,
-                       float theta_scale) {
-    const int half = rc.n_rot / 2;
+__global__ void k_rope(float *q, float *k, int n, int n_q, int n_k, int head_dim, const int32_t *__restrict__ pos,
+                       rope_cfg rc, float theta_scale) {
+    const int half = rc.n_rot / 2, heads = n_q + n_k;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (int64_t)n * n_heads * half) return;
+    if (idx >= (int64_t)n * heads * half) return;
     const int p = (int)(idx % half);
-    const int64_t th = idx / half;  // token * n_heads + head
+    const int64_t th = idx / half, t = th / heads;  // token t, head h of q's then k's
+    const int h = (int)(th % heads);
     float mscale;
-    const float theta = rope_angle(rc, p, rope_theta(pos[th / n_heads], p, theta_scale, rc.freq_factors), &mscale);
+    const float theta = rope_angle(rc, p, rope_theta(pos[t], p, theta_scale, rc.freq_factors), &mscale);
     float s, c;
     sincosf(theta, &s, &c);
     s *= mscale, c *= mscale;
-    float *v = x + th * head_dim;
+    float *v = h < n_q ? q + (t * n_q + h) * head_dim : k + (t * n_k + h - n_q) * head_dim;
     const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
     const float x0 = v[a], x1 = v[b];
     v[a] = fmaf(x0, c, -(x1 * s));  // contracted as cpu.c's
@@ -1984,7 +2024,8 @@ static int act_buf(backend *b, int n, int64_t cols, act_t *a) {
 
 // A pass of a few tokens (decode) normalizes and quantizes in one kernel: the
 // matmuls that read `out` next find its q8_1 form in the activation cache.
-static void cuda_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim, float eps) {
+// d != NULL: add_rmsnorm (x += d first; x is only written then).
+static void rmsnorm_launch(backend *b, float *out, float *x, const float *d, const qmat *w, int n, int dim, float eps) {
     act_forget(b);
     if (n <= 0) return;
     // RMS_PER elements a thread, in whole warps (at most 1024 threads)
@@ -1994,13 +2035,23 @@ static void cuda_rmsnorm(backend *b, float *out, const float *x, const qmat *w, 
     if (n <= MMV_MAX && dim % 32 == 0) {
         act_t a;
         if (act_buf(b, n, dim, &a)) return;
-        k_rmsnorm<true><<<(unsigned)n, threads, 0, b->stream>>>(out, x, g, dim, eps, (int8_t *)a.q, (float2 *)a.ds);
+        k_rmsnorm<true><<<(unsigned)n, threads, 0, b->stream>>>(out, x, d, g, dim, eps, (int8_t *)a.q,
+                                                                (float2 *)a.ds);
         if (LAUNCHED("k_rmsnorm")) return;
         b->act_src = out, b->act_len = (int64_t)n * dim;
         return;
     }
-    k_rmsnorm<false><<<(unsigned)n, threads, 0, b->stream>>>(out, x, g, dim, eps, NULL, NULL);
+    k_rmsnorm<false><<<(unsigned)n, threads, 0, b->stream>>>(out, x, d, g, dim, eps, NULL, NULL);
     LAUNCHED("k_rmsnorm");
+}
+
+static void cuda_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim, float eps) {
+    rmsnorm_launch(b, out, (float *)x, NULL, w, n, dim, eps);  // (x is not written without d)
+}
+
+static void cuda_add_rmsnorm(backend *b, float *out, float *x, const float *d, const qmat *w, int n, int dim,
+                             float eps) {
+    rmsnorm_launch(b, out, x, d, w, n, dim, eps);
 }
 
 static void cuda_add_bias(backend *b, float *y, const qmat *bias, int n, int dim) {
@@ -2049,12 +2100,13 @@ static void cuda_scale(backend *b, float *x, float s, size_t len) {
     LAUNCHED("k_scale");
 }
 
-static void cuda_rope(backend *b, float *x, int n, int n_heads, int head_dim, const int32_t *pos, const rope_cfg *rc) {
+static void cuda_rope(backend *b, float *q, float *k, int n, int n_q, int n_k, int head_dim, const int32_t *pos,
+                      const rope_cfg *rc) {
     act_forget(b);
-    const int64_t items = (int64_t)n * n_heads * (rc->n_rot / 2);
+    const int64_t items = (int64_t)n * (n_q + n_k) * (rc->n_rot / 2);
     if (items <= 0) return;
     const float theta_scale = powf(rc->base, -2.0f / (float)rc->n_rot);  // cpu.c's value
-    k_rope<<<blocks_for(items, 256), 256, 0, b->stream>>>(x, n, n_heads, head_dim, pos, *rc, theta_scale);
+    k_rope<<<blocks_for(items, 256), 256, 0, b->stream>>>(q, k, n, n_q, n_k, head_dim, pos, *rc, theta_scale);
     LAUNCHED("k_rope");
 }
 
@@ -2376,18 +2428,67 @@ static void gemm(backend *b, float *y, const qmat *w, const float *x, int n) {
 
 // Prompt rows in whole PREFILL_TILEs (and a last partial tile of >= GEMM_MIN
 // rows) go through the GEMM; every other row through the decode kernel.
-static void cuda_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
-    if (n <= 0) return;
-    const int nj = n_joint < 0 ? 0 : n_joint > n ? n : n_joint;
-    const int full = nj / PREFILL_TILE * PREFILL_TILE, rest = nj - full;
-    const int ng = full + (rest >= GEMM_MIN ? rest : 0);
-    if (ng > 0) gemm(b, y, w, x, ng);
-    if (ng < n) matvec_rows(b, y, w, x, ng, n);
-    const char *y0 = (const char *)y, *y1 = y0 + sizeof(float) * (size_t)n * w->rows;
+// A matmul wrote [y, y + bytes): the cached forms of an x there are stale.
+static void act_written(backend *b, const float *y, size_t bytes) {
+    const char *y0 = (const char *)y, *y1 = y0 + bytes;
     const float *srcs[2] = {b->act_src, b->half_src};
     const int64_t lens[2] = {b->act_len, (int64_t)b->half_n * b->half_cols};
     for (int i = 0; i < 2; i++)
         if (srcs[i] && (const char *)srcs[i] < y1 && (const char *)(srcs[i] + lens[i]) > y0) act_forget(b);
+}
+
+// Prompt rows the GEMM takes (n_joint's whole tiles, and a last partial one
+// of at least GEMM_MIN rows); the others go by matvec.
+static int gemm_rows(int n, int n_joint) {
+    const int nj = n_joint < 0 ? 0 : n_joint > n ? n : n_joint;
+    const int full = nj / PREFILL_TILE * PREFILL_TILE, rest = nj - full;
+    return full + (rest >= GEMM_MIN ? rest : 0);
+}
+
+static void cuda_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
+    if (n <= 0) return;
+    const int ng = gemm_rows(n, n_joint);
+    if (ng > 0) gemm(b, y, w, x, ng);
+    if (ng < n) matvec_rows(b, y, w, x, ng, n);
+    act_written(b, y, sizeof(float) * (size_t)n * w->rows);
+}
+
+template <uint32_t T>
+static void launch_matvec_set(backend *b, float *const y[], const qmat *const w[], int k, const act_t &x, int n) {
+    mv_set s = {};
+    unsigned ctas = 0;
+    for (int i = 0; i < k; i++) {
+        s.w[i] = (const uint8_t *)w[i]->data, s.L[i] = dl_make(T, w[i]->rows, w[i]->cols), s.rows[i] = w[i]->rows;
+        s.y[i] = y[i], s.first[i] = ctas, ctas += blocks_for(w[i]->rows, MMV_WARPS);
+    }
+    s.k = k;
+    const dim3 block(32, MMV_WARPS);
+    if (n == 1) k_matvec_set<T, 1><<<ctas, block, 0, b->stream>>>(s, x, n);
+    else k_matvec_set<T, MMV_MAX><<<ctas, block, 0, b->stream>>>(s, x, n);
+    LAUNCHED("k_matvec_set");
+}
+
+// backend.h's matmul_set: where every row goes by matvec (a decode pass) and
+// the matrices share a type and a width, one launch for all (the small K and
+// V alone would leave most of the GPU idle); else a matmul each.
+static void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
+                            int n_joint) {
+    int one = k >= 1 && k <= MV_SET && n > 0 && n <= MMV_MAX && gemm_rows(n, n_joint) == 0;
+    for (int i = 1; one && i < k; i++) one = w[i]->type == w[0]->type && w[i]->cols == w[0]->cols;
+    if (!one) {
+        for (int i = 0; i < k; i++) cuda_matmul(b, y[i], w[i], x, n, n_joint);
+        return;
+    }
+    const int64_t cols = w[0]->cols;
+    act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
+    if (is_quantized(w[0]->type) && act_q8(b, x, n, cols, &a)) return;
+    switch (w[0]->type) {
+#define X(T) case T: launch_matvec_set<T>(b, y, w, k, a, n); break;
+        FOR_EACH_TYPE(X)
+#undef X
+    default: fail(b, "matmul: no CUDA kernel for type %u", w[0]->type); return;
+    }
+    for (int i = 0; i < k; i++) act_written(b, y[i], sizeof(float) * (size_t)n * w[i]->rows);
 }
 
 // ---- attention ----------------------------------------------------------------
@@ -2669,6 +2770,7 @@ extern "C" const backend_ops cuda_backend = {
     .upload = cuda_upload,
     .embed = cuda_embed,
     .rmsnorm = cuda_rmsnorm,
+    .add_rmsnorm = cuda_add_rmsnorm,
     .matmul = cuda_matmul,
     .add_bias = cuda_add_bias,
     .add = cuda_add,
@@ -2683,6 +2785,7 @@ extern "C" const backend_ops cuda_backend = {
     .moe_matmul = cuda_moe_matmul,
     .moe_combine = cuda_moe_combine,
     .swiglu_oai = cuda_swiglu_oai,
+    .matmul_set = cuda_matmul_set,
     .status = cuda_status,
     .sample = cuda_sample,
     .graph_begin = cuda_graph_begin,

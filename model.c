@@ -439,18 +439,33 @@ size_t model_total_weight_bytes(const model *m) { return m->total_bytes; }
 
 // ---- forward --------------------------------------------------------------
 
+// y[i] = x · w[i]ᵀ for i < k: the backend's matmul_set where it has one.
+static void matmuls(model *m, float *const y[], const qmat *const w[], int k, const float *x, int n, int joint) {
+    if (m->ops->matmul_set) m->ops->matmul_set(m->be, y, w, k, x, n, joint);
+    else
+        for (int i = 0; i < k; i++) m->ops->matmul(m->be, y[i], w[i], x, n, joint);
+}
+
+// out = norm(x) over n rows, after x += d where d is the previous block's
+// output not yet added (NULL: none): one backend op either way.
+static void norm_rows(model *m, float *out, float *x, const float *d, const qmat *w, int n) {
+    const model_config *c = &m->cfg;
+    if (d) m->ops->add_rmsnorm(m->be, out, x, d, w, n, c->dim, c->rms_eps);
+    else m->ops->rmsnorm(m->be, out, x, w, n, c->dim, c->rms_eps);
+}
+
 // Attention block: x += post_norm(Wo · attention(rope(Wq·norm(x)), cache ← rope(Wk·norm(x)), Wv·norm(x)) + bo)
-// (biases, per-head q/k norms and the post-norm where the layer has them)
-static void attention_block(model *m, const layer_weights *L, int l, int n) {
+// (biases, per-head q/k norms and the post-norm where the layer has them).
+// pend: the previous block's output, added to x first (NULL: none). The
+// block's own output is left in m->xb, for the caller to add.
+static void attention_block(model *m, const layer_weights *L, int l, int n, const float *pend) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
     const model_config *c = &m->cfg;
     const int hd = c->head_dim, kvd = c->n_kv_heads * hd;
-    o->rmsnorm(b, m->xb, m->x, &L->attn_norm, n, c->dim, c->rms_eps);
+    norm_rows(m, m->xb, m->x, pend, &L->attn_norm, n);
     const int joint = m->fb.n_prompt;
-    o->matmul(b, m->q, &L->wq, m->xb, n, joint);
-    o->matmul(b, m->k, &L->wk, m->xb, n, joint);
-    o->matmul(b, m->v, &L->wv, m->xb, n, joint);
+    matmuls(m, (float *const[]){m->q, m->k, m->v}, (const qmat *const[]){&L->wq, &L->wk, &L->wv}, 3, m->xb, n, joint);
     if (L->bq.data) {
         o->add_bias(b, m->q, &L->bq, n, c->n_heads * hd);
         o->add_bias(b, m->k, &L->bk, n, kvd);
@@ -460,8 +475,7 @@ static void attention_block(model *m, const layer_weights *L, int l, int n) {
         o->rmsnorm(b, m->q, m->q, &L->q_norm, n * c->n_heads, hd, c->rms_eps);
         o->rmsnorm(b, m->k, m->k, &L->k_norm, n * c->n_kv_heads, hd, c->rms_eps);
     }
-    o->rope(b, m->q, n, c->n_heads, hd, m->fb.pos, &L->rope);
-    o->rope(b, m->k, n, c->n_kv_heads, hd, m->fb.pos, &L->rope);
+    o->rope(b, m->q, m->k, n, c->n_heads, c->n_kv_heads, hd, m->fb.pos, &L->rope);
     const int slides = L->att.window > 0, li = m->layer_idx[l];
     const kvcache *kv = slides ? &m->kv_swa : &m->kv;
     const fwd_batch *fb = slides ? &m->fb_swa : &m->fb;
@@ -470,30 +484,27 @@ static void attention_block(model *m, const layer_weights *L, int l, int n) {
     o->matmul(b, m->xb, &L->wo, m->att, n, joint);
     if (L->bo.data) o->add_bias(b, m->xb, &L->bo, n, c->dim);
     if (L->post_attn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_attn_norm, n, c->dim, c->rms_eps);
-    o->add(b, m->x, m->xb, (size_t)n * c->dim);
 }
 
 // Feed-forward block on n rows of the residual stream x, the first `joint`
 // of them prompt rows (see backend.h's matmul):
 // x += post_norm(W_down · (act(W_gate·norm(x)) ⊙ W_up·norm(x))), act silu or
-// gelu, the post-norm where the layer has one
-static void ffn_block(model *m, const layer_weights *L, float *x, int n, int joint) {
+// gelu, the post-norm where the layer has one. pend and the output as in
+// attention_block.
+static void ffn_block(model *m, const layer_weights *L, float *x, const float *pend, int n, int joint) {
     const backend_ops *o = m->ops;
     backend *b = m->be;
     const model_config *c = &m->cfg;
-    o->rmsnorm(b, m->xb, x, &L->ffn_norm, n, c->dim, c->rms_eps);
+    norm_rows(m, m->xb, x, pend, &L->ffn_norm, n);
     if (L->moe.router.data) {  // mixture of experts: every row computed as alone (backend.h's moe_matmul)
         moe_ffn(&m->moe, &L->moe, m->xb, m->xb, n);
-        o->add(b, x, m->xb, (size_t)n * c->dim);
         return;
     }
-    o->matmul(b, m->hb, &L->w_gate, m->xb, n, joint);
-    o->matmul(b, m->hb2, &L->w_up, m->xb, n, joint);
+    matmuls(m, (float *const[]){m->hb, m->hb2}, (const qmat *const[]){&L->w_gate, &L->w_up}, 2, m->xb, n, joint);
     if (c->ai->act == ACT_GELU) o->geglu(b, m->hb, m->hb, m->hb2, (size_t)n * c->ffn);
     else o->swiglu(b, m->hb, m->hb, m->hb2, n, c->ffn);
     o->matmul(b, m->xb, &L->w_down, m->hb, n, joint);
     if (L->post_ffn_norm.data) o->rmsnorm(b, m->xb, m->xb, &L->post_ffn_norm, n, c->dim, c->rms_eps);
-    o->add(b, x, m->xb, (size_t)n * c->dim);
 }
 
 static int clamp0(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
@@ -501,16 +512,25 @@ static int clamp0(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
 // Runs the pass in m->fb (n <= n_batch tokens) through every layer. Only
 // rows keep..n-1 of the residual stream are needed afterwards (for logits),
 // so the last layer's feed-forward block runs on those alone, as llama.cpp
-// does; every row's K and V still reach the cache.
+// does; every row's K and V still reach the cache. Each block's output is
+// added to the residual stream by the next block's norm (add_rmsnorm).
 static void forward_pass(model *m, int keep) {
-    const int n = m->fb.n, last = m->cfg.n_layers - 1, joint = m->fb.n_prompt;
-    m->ops->embed(m->be, m->x, &m->tok_embd, m->fb.ids, n);
-    if (m->cfg.embed_scale != 1.0f) m->ops->scale(m->be, m->x, m->cfg.embed_scale, (size_t)n * m->cfg.dim);
-    for (int l = 0; l <= last; l++) {
-        attention_block(m, &m->layers[l], l, n);
-        if (l < last) ffn_block(m, &m->layers[l], m->x, n, joint);
-        else if (keep < n)
-            ffn_block(m, &m->layers[l], m->x + (size_t)keep * m->cfg.dim, n - keep, clamp0(joint - keep, n));
+    const backend_ops *o = m->ops;
+    const int n = m->fb.n, last = m->cfg.n_layers - 1, joint = m->fb.n_prompt, dim = m->cfg.dim;
+    o->embed(m->be, m->x, &m->tok_embd, m->fb.ids, n);
+    if (m->cfg.embed_scale != 1.0f) o->scale(m->be, m->x, m->cfg.embed_scale, (size_t)n * dim);
+    const float *pend = NULL;
+    for (int l = 0; l < last; l++) {
+        attention_block(m, &m->layers[l], l, n, pend);
+        ffn_block(m, &m->layers[l], m->x, m->xb, n, joint);
+        pend = m->xb;
+    }
+    attention_block(m, &m->layers[last], last, n, pend);
+    o->add(m->be, m->x, m->xb, (size_t)n * dim);
+    if (keep < n) {
+        float *x = m->x + (size_t)keep * dim;
+        ffn_block(m, &m->layers[last], x, NULL, n - keep, clamp0(joint - keep, n));
+        o->add(m->be, x, m->xb, (size_t)(n - keep) * dim);
     }
 }
 

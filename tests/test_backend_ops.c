@@ -201,6 +201,44 @@ static void test_rmsnorm(ctx *x, rng_t *r) {
         }
 }
 
+// add_rmsnorm(out == d, as the model runs it) equals add then rmsnorm, bit for
+// bit, on each backend; the device's equals the CPU's within rounding. 10240
+// is wider than k_rmsnorm keeps in registers.
+static void test_add_rmsnorm(ctx *x, rng_t *r) {
+    const int dims[] = {64, 1001, 4096, 10240}, ns[] = {1, 5, 24};
+    for (int di = 0; di < 4; di++)
+        for (int ni = 0; ni < 3; ni++) {
+            const int dim = dims[di], n = ns[ni];
+            const size_t len = (size_t)n * dim, bytes = sizeof(float) * len;
+            float *xv = xmalloc(bytes), *dv = xmalloc(bytes), *g = xmalloc(sizeof(float) * dim);
+            for (size_t i = 0; i < len; i++) xv[i] = gauss(r) * 3, dv[i] = gauss(r);
+            for (int i = 0; i < dim; i++) g[i] = 1.0f + 0.1f * gauss(r);
+            qmat wc = {.type = Q_F32, .rows = 1, .cols = dim, .row_bytes = 4 * (size_t)dim, .data = g}, wg = wc;
+            wg.data = dev_copy(x, g, sizeof(float) * dim);
+            // the CPU: separate (x1, o1) and fused (x2, into d2)
+            float *x1 = xmalloc(bytes), *o1 = xmalloc(bytes), *x2 = xmalloc(bytes), *d2 = xmalloc(bytes);
+            memcpy(x1, xv, bytes), memcpy(x2, xv, bytes), memcpy(d2, dv, bytes);
+            x->C->add(x->cb, x1, dv, len), x->C->rmsnorm(x->cb, o1, x1, &wc, n, dim, 1e-5f);
+            x->C->add_rmsnorm(x->cb, d2, x2, d2, &wc, n, dim, 1e-5f);
+            // the device, the same two ways
+            float *gx1 = dev_copy(x, xv, bytes), *gd = dev_copy(x, dv, bytes), *go1 = dev_copy(x, NULL, bytes);
+            float *gx2 = dev_copy(x, xv, bytes), *gd2 = dev_copy(x, dv, bytes);
+            x->G->add(x->gb, gx1, gd, len), x->G->rmsnorm(x->gb, go1, gx1, &wg, n, dim, 1e-5f);
+            x->G->add_rmsnorm(x->gb, gd2, gx2, gd2, &wg, n, dim, 1e-5f);
+            float *hx1 = host_copy(x, gx1, bytes), *ho1 = host_copy(x, go1, bytes);
+            float *hx2 = host_copy(x, gx2, bytes), *ho2 = host_copy(x, gd2, bytes);
+            if (gpu_ok(x, "add_rmsnorm"))
+                check(!memcmp(x1, x2, bytes) && !memcmp(o1, d2, bytes) && !memcmp(hx1, hx2, bytes) &&
+                          !memcmp(ho1, ho2, bytes) && nmse(ho2, d2, len) < 1e-12 && !memcmp(hx2, x2, bytes),
+                      "add_rmsnorm %d x %d: equals add then rmsnorm bit for bit on both backends; device nmse %.3g",
+                      n, dim, nmse(ho2, d2, len));
+            void *dev[] = {gx1, gd, go1, gx2, gd2, (void *)wg.data};
+            for (int i = 0; i < 6; i++) x->G->release(x->gb, dev[i]);
+            void *host[] = {xv, dv, g, x1, o1, x2, d2, hx1, ho1, hx2, ho2};
+            for (int i = 0; i < 11; i++) free(host[i]);
+        }
+}
+
 static void test_elementwise(ctx *x, rng_t *r) {
     const size_t lens[] = {1, 7, 1000003};
     for (int li = 0; li < 3; li++) {
@@ -228,7 +266,7 @@ static void test_elementwise(ctx *x, rng_t *r) {
 }
 
 static void test_rope(ctx *x, rng_t *r) {
-    const int dims[] = {64, 128}, n = 9, heads = 3;
+    const int dims[] = {64, 128}, n = 9, heads = 3, kv_heads = 2;
     for (int di = 0; di < 2; di++)
         for (int variant = 0; variant < 16; variant++) {
             const int hd = dims[di], n_rot = variant & 4 ? hd / 2 : hd;
@@ -243,19 +281,28 @@ static void test_rope(ctx *x, rng_t *r) {
             float *dff = rc.freq_factors ? dev_copy(x, ff, sizeof ff) : NULL;
             rg.freq_factors = dff;
             int32_t pos[9] = {0, 1, 2, 15, 16, 511, 4095, 32768, 131071};
-            float *v = xmalloc(sizeof(float) * n * heads * hd);
-            for (int i = 0; i < n * heads * hd; i++) v[i] = gauss(r);
+            // q (heads) and k (kv heads) rotated together; a copy of each alone
+            const size_t nq = (size_t)n * heads * hd, nk = (size_t)n * kv_heads * hd;
+            float *v = xmalloc(sizeof(float) * (nq + nk)), *v1 = xmalloc(sizeof(float) * (nq + nk));
+            for (size_t i = 0; i < nq + nk; i++) v[i] = v1[i] = gauss(r);
             int32_t *dpos = dev_copy(x, pos, sizeof pos);
-            float *dv = dev_copy(x, v, sizeof(float) * n * heads * hd);
-            x->C->rope(x->cb, v, n, heads, hd, pos, &rc);
-            x->G->rope(x->gb, dv, n, heads, hd, dpos, &rg);
-            float *got = host_copy(x, dv, sizeof(float) * n * heads * hd);
+            float *dv = dev_copy(x, v, sizeof(float) * (nq + nk)), *dv1 = dev_copy(x, v, sizeof(float) * (nq + nk));
+            x->C->rope(x->cb, v, v + nq, n, heads, kv_heads, hd, pos, &rc);
+            x->G->rope(x->gb, dv, dv + nq, n, heads, kv_heads, hd, dpos, &rg);
+            x->C->rope(x->cb, v1, NULL, n, heads, 0, hd, pos, &rc);
+            x->C->rope(x->cb, v1 + nq, NULL, n, kv_heads, 0, hd, pos, &rc);
+            x->G->rope(x->gb, dv1, NULL, n, heads, 0, hd, dpos, &rg);
+            x->G->rope(x->gb, dv1 + nq, NULL, n, kv_heads, 0, hd, dpos, &rg);
+            const size_t bytes = sizeof(float) * (nq + nk);
+            float *got = host_copy(x, dv, bytes), *got1 = host_copy(x, dv1, bytes);
             if (gpu_ok(x, "rope"))
-                check(nmse(got, v, n * heads * hd) < 1e-12, "rope head_dim %d n_rot %d neox %d scaled %d yarn %d: nmse %.3g",
-                      hd, n_rot, variant & 1, (variant & 2) != 0, (variant & 8) != 0, nmse(got, v, n * heads * hd));
-            x->G->release(x->gb, dpos), x->G->release(x->gb, dv);
+                check(nmse(got, v, nq + nk) < 1e-12 && !memcmp(v, v1, bytes) && !memcmp(got, got1, bytes),
+                      "rope head_dim %d n_rot %d neox %d scaled %d yarn %d: nmse %.3g; q and k together equal each "
+                      "alone, bit for bit", hd, n_rot, variant & 1, (variant & 2) != 0, (variant & 8) != 0,
+                      nmse(got, v, nq + nk));
+            x->G->release(x->gb, dpos), x->G->release(x->gb, dv), x->G->release(x->gb, dv1);
             if (dff) x->G->release(x->gb, dff);
-            free(v), free(got);
+            free(v), free(v1), free(got), free(got1);
         }
 }
 
@@ -351,10 +398,57 @@ static void test_matmul_type(ctx *x, rng_t *r, uint32_t t) {
     }
 }
 
+// matmul_set (Q, K, V of one type in one launch or parallel section; a set
+// of mixed types, or a prompt, a matmul each) equals the matmuls one by one,
+// bit for bit, on each backend.
+static void test_matmul_set(ctx *x, rng_t *r) {
+    if (!x->G->matmul_set || !x->C->matmul_set) return;
+    const struct { uint32_t t[3]; int k, n, n_joint; } cases[] = {
+        {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 1, 0}, {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 5, 0}, {{Q_Q8_0, Q_Q8_0}, 2, 1, 1},
+        {{Q_Q4_K, Q_Q4_K, Q_Q6_K}, 3, 2, 0}, {{Q_F16, Q_F16, Q_F16}, 3, 3, 0},    {{Q_Q4_0, Q_Q4_0}, 2, 20, 20},
+    };
+    const int64_t cols = 512, rows[3] = {384, 128, 128};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const int k = cases[ci].k, n = cases[ci].n;
+        qmat wc[3], wg[3];
+        float *dy[3], *xv = xmalloc(sizeof(float) * n * cols);
+        for (int i = 0; i < k; i++) {
+            make_weight(x, r, cases[ci].t[i], rows[i], cols, &wc[i], &wg[i]);
+            dy[i] = dev_copy(x, NULL, sizeof(float) * n * rows[i]);
+        }
+        for (int64_t i = 0; i < n * cols; i++) xv[i] = gauss(r);
+        float *dx = dev_copy(x, xv, sizeof(float) * n * cols);
+        x->G->matmul_set(x->gb, dy, (const qmat *const[]){&wg[0], &wg[1], &wg[2]}, k, dx, n, cases[ci].n_joint);
+        int same = gpu_ok(x, "matmul_set");
+        float *yc[3];  // the CPU's
+        for (int i = 0; i < k; i++) yc[i] = xmalloc(sizeof(float) * n * rows[i]);
+        x->C->matmul_set(x->cb, yc, (const qmat *const[]){&wc[0], &wc[1], &wc[2]}, k, xv, n, cases[ci].n_joint);
+        for (int i = 0; i < k; i++) {
+            float *y1 = xmalloc(sizeof(float) * n * rows[i]);
+            x->C->matmul(x->cb, y1, &wc[i], xv, n, cases[ci].n_joint);
+            same &= !memcmp(yc[i], y1, sizeof(float) * n * rows[i]);
+            free(y1), free(yc[i]);
+        }
+        for (int i = 0; same && i < k; i++) {
+            float *ys = host_copy(x, dy[i], sizeof(float) * n * rows[i]);
+            float *y1 = gpu_matmul(x, &wg[i], dx, cols, n, cases[ci].n_joint);
+            same &= !memcmp(ys, y1, sizeof(float) * n * rows[i]);
+            free(ys), free(y1);
+        }
+        char tb[16];
+        check(same, "matmul_set of %d (%s first), %d tokens (%d prompt): each equals its matmul bit for bit", k,
+              qtype_name(cases[ci].t[0], tb), n, cases[ci].n_joint);
+        for (int i = 0; i < k; i++) x->G->release(x->gb, dy[i]), free((void *)wc[i].data);
+        x->G->release(x->gb, dx);
+        free(xv);
+    }
+}
+
 static void test_matmul(ctx *x, rng_t *r) {
     const uint32_t types[] = {Q_F32, Q_F16, Q_BF16, Q_Q8_0, Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q4_K, Q_Q5_K, Q_Q6_K,
                               Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) test_matmul_type(x, r, types[i]);
+    test_matmul_set(x, r);
 }
 
 // ---- kv_store + attention ---------------------------------------------------------------
@@ -989,6 +1083,7 @@ int main(int argc, char **argv) {
     rng_t r = {0x9e3779b97f4a7c15ull};
     test_embed(&x, &r);
     test_rmsnorm(&x, &r);
+    test_add_rmsnorm(&x, &r);
     test_elementwise(&x, &r);
     test_rope(&x, &r);
     test_matmul(&x, &r);
