@@ -452,11 +452,11 @@ static int chat_turn(chat *c, const char *user, char *err) {
 //                        this line, 16 hex digits)
 // Both files are replaced whole (write_file_atomic), so a kill or a full disk
 // leaves the previous save. /load reads both back; the trailer rejects a file
-// cut short or damaged (version 1, written before it, had none; version 2 had
-// no reasoning). The messages
-// are needed to render the next turn; the cache spares re-reading them (a KV
-// file newer or older than the messages costs only a longer prefill: the next
-// turn keeps the longest prefix of the cache's tokens that the messages give).
+// cut short or damaged (version 1, written before it, had none; version 2 kept
+// no reasoning). The messages are needed to render the next turn; the cache
+// spares re-reading them (a KV file newer or older than the messages costs
+// only a longer prefill: the next turn keeps the longest prefix of the cache's
+// tokens that the messages give).
 
 static char *sidecar_path(const char *path) {
     size_t n = strlen(path) + sizeof ".chat";
@@ -524,13 +524,12 @@ static int parse_messages(chat *fresh, const char *b, size_t n) {
     size_t at = 0;
     char line[64];
     if (next_line(b, n, &at, line)) return -1;
-    int version = 0, used = 0;
-    for (int v = 1; v <= 3; v++) {
-        char want[16];
-        snprintf(want, sizeof want, "quill-chat %d", v);
-        if (!strcmp(line, want)) version = v;
-    }
+    const int version = !strcmp(line, "quill-chat 3")   ? 3
+                        : !strcmp(line, "quill-chat 2") ? 2
+                        : !strcmp(line, "quill-chat 1") ? 1
+                                                        : 0;
     if (!version) return -1;
+    int used = 0;
     for (;;) {
         const size_t start = at;
         if (version == 1 && at == n) return 0;  // version 1 files simply end

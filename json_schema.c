@@ -928,6 +928,8 @@ static char *gen_body(jsc *c, json_t *s) {
     }
     if ((t = json_object_get(s, "anyOf")) || (t = json_object_get(s, "oneOf"))) {
         if (!json_is_array(t)) return errf(c->err, "json schema: anyOf/oneOf must be an array"), NULL;
+        if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf"))
+            return errf(c->err, "json schema: anyOf and oneOf in one schema are not supported"), NULL;
         if (t == json_object_get(s, "oneOf") && oneof_check(c, t)) return NULL;
         return gen_alternatives(c, t, 0, NULL);
     }

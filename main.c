@@ -666,7 +666,7 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
-        // host logits whenever log-probabilities are asked for
+        // row: host logits whenever log-probabilities are asked for
         if (go && genout_token(go, smp, row, prev, next)) die("out of memory");
         if (go && go->error) break;  // the reader went away
         sampler_accept(smp, next);

@@ -85,6 +85,8 @@ check "oneOf of objects that may both be {} is refused" error_is "oneOf with ove
     --json-schema '{"oneOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "null"}}}]}'
 check "a nested oneOf with a shared enum value is refused" error_is "oneOf with overlapping branches" \
     --json-schema '{"type": "array", "items": {"oneOf": [{"enum": ["x", 1]}, {"enum": [1.0, "y"]}]}}'
+check "anyOf beside oneOf is refused" error_is "anyOf and oneOf in one schema" \
+    --json-schema '{"anyOf": [{"type": "string"}], "oneOf": [{"type": "string"}]}'
 check "a schema that is not JSON" error_is "not JSON" --json-schema '{"type": '
 check "two grammars" error_is "two grammars" --json --grammar "$SHARED/grammars/json.gbnf"
 exit $fail
