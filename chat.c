@@ -43,6 +43,14 @@ typedef struct {
     const char *finish;   // eos, length, stop, context, interrupted
 } turn_stats;
 
+// A message of the conversation. An assistant's reasoning is kept apart from
+// its content (the answer), and the template gets it as a field of its own.
+typedef struct {
+    const char *role;
+    char *content;
+    char *reasoning;  // NULL: none
+} message;
+
 typedef struct {
     model *m;
     const tokenizer *tok;
@@ -56,7 +64,7 @@ typedef struct {
     float *logits;            // [n_vocab]
     const char *stops[MAX_STOPS];  // the template's stop strings, then --stop's
     int n_stops;
-    chat_msg *msgs;           // the conversation; contents owned
+    message *msgs;            // the conversation; contents owned
     int n_msgs, cap_msgs;
     int32_t *kv_ids;          // [model_ctx] the token at each cached position
     lineread *lr;
@@ -97,20 +105,20 @@ static void complain(const char *fmt, ...) {
 static int msg_push(chat *c, const char *role, const char *content, size_t len) {
     if (c->n_msgs == c->cap_msgs) {
         int cap = c->cap_msgs ? 2 * c->cap_msgs : 16;
-        chat_msg *p = realloc(c->msgs, sizeof *p * (size_t)cap);
+        message *p = realloc(c->msgs, sizeof *p * (size_t)cap);
         if (!p) return -1;
         c->msgs = p, c->cap_msgs = cap;
     }
     char *s = strndup(content, len);
     if (!s) return -1;
-    c->msgs[c->n_msgs++] = (chat_msg){role, s};
+    c->msgs[c->n_msgs++] = (message){role, s, NULL};
     return 0;
 }
 
 // Removes msgs[i..i+n).
 static void msg_remove(chat *c, int i, int n) {
     if (n <= 0) return;
-    for (int k = i; k < i + n; k++) free((char *)c->msgs[k].content);
+    for (int k = i; k < i + n; k++) free(c->msgs[k].content), free(c->msgs[k].reasoning);
     memmove(c->msgs + i, c->msgs + i + n, sizeof *c->msgs * (size_t)(c->n_msgs - i - n));
     c->n_msgs -= n;
 }
@@ -133,10 +141,29 @@ static int set_system(chat *c, const char *text) {
     if (has_system(c)) msg_remove(c, 0, 1);
     if (!text || !*text) return 0;
     if (msg_push(c, "system", text, strlen(text))) return -1;
-    chat_msg sys = c->msgs[c->n_msgs - 1];
+    message sys = c->msgs[c->n_msgs - 1];
     memmove(c->msgs + 1, c->msgs, sizeof *c->msgs * (size_t)(c->n_msgs - 1));
     c->msgs[0] = sys;
     return 0;
+}
+
+// The messages as templates read them: {"role", "content"}, and an
+// assistant's reasoning under each name templates read it by (reasoning_content:
+// Qwen3, DeepSeek, GLM, MiniMax...; thinking: gpt-oss, LFM2; reasoning: vLLM's),
+// so that the template decides whether a past turn's thinking is shown again
+// (most drop it; some keep it, as GLM-4.7 with clear_thinking=false).
+// NULL: out of memory, or text that is not UTF-8.
+static json_t *messages_json(const chat *c) {
+    static const char *const names[] = {"reasoning_content", "thinking", "reasoning"};
+    json_t *list = json_array();
+    for (int i = 0; list && i < c->n_msgs; i++) {
+        const message *m = &c->msgs[i];
+        json_t *o = json_pack("{s:s, s:s}", "role", m->role, "content", m->content);
+        for (int k = 0; o && m->reasoning && k < 3; k++)
+            if (json_object_set_new(o, names[k], json_string(m->reasoning))) o = (json_decref(o), NULL);
+        if (!o || json_array_append_new(list, o)) list = (json_decref(list), NULL);
+    }
+    return list;
 }
 
 // The conversation's tokens: all messages rendered with the generation
@@ -147,7 +174,11 @@ static int set_system(chat *c, const char *text) {
 static int conv_tokens(chat *c, const char *partial, size_t partial_len, int32_t **ids, int *n, char *err) {
     size_t len;
     char *text;
-    if (tpl_render(&c->tpl, c->msgs, c->n_msgs, c->o->vars, 1, &text, &len, err)) return TEMPLATE_REFUSED;
+    json_t *msgs = messages_json(c);
+    if (!msgs) return errf(err, "out of memory (or a message is not UTF-8)"), TEMPLATE_REFUSED;
+    int refused = tpl_render_json(&c->tpl, msgs, NULL, c->o->vars, 1, &text, &len, err);
+    json_decref(msgs);
+    if (refused) return TEMPLATE_REFUSED;
     if (partial_len) {
         char *p = realloc(text, len + partial_len + 1);
         if (!p) return free(text), errf(err, "out of memory");
@@ -322,9 +353,11 @@ static const char *generate(chat *c, textout *a, int32_t next, turn_stats *st, c
 }
 
 // The answer's end for the reasoning: held text out, a reasoning never closed
-// reported, and the reasoning's text dropped (it stays out of the
-// conversation: the answer alone is the assistant's message). -1: memory.
-static int end_reasoning(chat *c, textout *a, const turn_stats *st) {
+// reported, and the reasoning's text handed to *reasoning (malloc'd, bytes
+// that are not UTF-8 as U+FFFD; NULL when there was none): the answer alone is
+// the assistant's content, its reasoning a field apart. -1: memory.
+static int end_reasoning(chat *c, textout *a, const turn_stats *st, char **reasoning) {
+    *reasoning = NULL;
     if (c->o->reasoning == REASON_OFF) return 0;
     if (strcmp(st->finish, "stop") && reason_finish(&c->rs, a, &c->rout) < 0) return -1;
     if (c->rs.think) {
@@ -333,6 +366,8 @@ static int end_reasoning(chat *c, textout *a, const turn_stats *st) {
         complain("the model's reasoning was not closed within the answer's %d tokens (%s): it is not the answer",
                  st->n_gen, st->finish);
     }
+    if (c->rs.opened && !(*reasoning = utf8_sanitized(c->rout.text ? c->rout.text : "", c->rout.len, NULL)))
+        return -1;
     FILE *sink = c->rout.sink;
     textout_free(&c->rout);
     return textout_init(&c->rout, c->tok, NULL, 0, sink);
@@ -384,7 +419,8 @@ static int chat_turn(chat *c, const char *user, char *err) {
         st.t_prefill = now_sec() - t0;
         if (!(st.finish = generate(c, &a, next, &st, err))) return textout_free(&a), -1;
     }
-    if (end_reasoning(c, &a, &st)) return textout_free(&a), errf(err, "out of memory");
+    char *reasoning;
+    if (end_reasoning(c, &a, &st, &reasoning)) return free(reasoning), textout_free(&a), errf(err, "out of memory");
     int unsent = !st.n_gen && !strcmp(st.finish, "interrupted");
     if (!unsent && ans_finish(&a, !strcmp(st.finish, "stop"))) return textout_free(&a), errf(err, "out of memory");
     const int closed = a.closed, werr = *c->interrupted ? 0 : a.error;  // a signal may break a write
@@ -393,7 +429,9 @@ static int chat_turn(chat *c, const char *user, char *err) {
         rc = 0;
     } else {
         rc = msg_push(c, "assistant", a.text ? a.text : "", a.len);
+        if (!rc) c->msgs[c->n_msgs - 1].reasoning = reasoning, reasoning = NULL;
     }
+    free(reasoning);
     textout_free(&a);
     if (rc) return errf(err, "out of memory");
     if (werr) return errf(err, "cannot write the answer: %s", strerror(werr));
@@ -407,16 +445,18 @@ static int chat_turn(chat *c, const char *user, char *err) {
 //
 // /save FILE writes the KV cache and its token ids with pcache_save (FILE), and
 // the messages beside it in FILE.chat, a small text file:
-//   quill-chat 2\n
-//   then per message: ROLE SPACE BYTES \n CONTENT \n
+//   quill-chat 3\n
+//   then per message: ROLE SPACE BYTES \n CONTENT \n, or for an answer with
+//   reasoning ROLE SPACE BYTES SPACE RBYTES \n CONTENT \n REASONING \n
 //   end COUNT HASH\n   (COUNT messages; HASH: pc_hash64 of every byte before
 //                        this line, 16 hex digits)
 // Both files are replaced whole (write_file_atomic), so a kill or a full disk
 // leaves the previous save. /load reads both back; the trailer rejects a file
-// cut short or damaged (version 1, written before it, had none). The messages
-// are needed to render the next turn; the cache spares re-reading them (a KV
-// file newer or older than the messages costs only a longer prefill: the next
-// turn keeps the longest prefix of the cache's tokens that the messages give).
+// cut short or damaged (version 1, written before it, had none; version 2 kept
+// no reasoning). The messages are needed to render the next turn; the cache
+// spares re-reading them (a KV file newer or older than the messages costs
+// only a longer prefill: the next turn keeps the longest prefix of the cache's
+// tokens that the messages give).
 
 static char *sidecar_path(const char *path) {
     size_t n = strlen(path) + sizeof ".chat";
@@ -430,9 +470,15 @@ static int save_messages(const chat *c, const char *path, char *err) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return errf(err, "out of memory");
-    fprintf(f, "quill-chat 2\n");
-    for (int i = 0; i < c->n_msgs; i++)
-        fprintf(f, "%s %zu\n%s\n", c->msgs[i].role, strlen(c->msgs[i].content), c->msgs[i].content);
+    fprintf(f, "quill-chat 3\n");
+    for (int i = 0; i < c->n_msgs; i++) {
+        const message *m = &c->msgs[i];
+        if (m->reasoning)
+            fprintf(f, "%s %zu %zu\n%s\n%s\n", m->role, strlen(m->content), strlen(m->reasoning), m->content,
+                    m->reasoning);
+        else
+            fprintf(f, "%s %zu\n%s\n", m->role, strlen(m->content), m->content);
+    }
     fflush(f);
     fprintf(f, "end %d %016" PRIx64 "\n", c->n_msgs, pc_hash64(buf, len, 0));
     if (fclose(f)) return free(buf), errf(err, "out of memory");
@@ -464,29 +510,47 @@ static int next_line(const char *b, size_t n, size_t *at, char line[64]) {
     return 0;
 }
 
+// Steps over a text of len bytes and its newline at b[*at..n): 0, or -1 when
+// they are not there (or the text holds a NUL).
+static int msg_text(const char *b, size_t n, size_t *at, size_t len) {
+    if (len >= n - *at || b[*at + len] != '\n' || memchr(b + *at, 0, len)) return -1;
+    *at += len + 1;
+    return 0;
+}
+
 // Parses a FILE.chat's bytes b[0..n) into fresh (the file is untrusted: every
 // field is checked). 0, or -1 when it is not a whole chat file.
 static int parse_messages(chat *fresh, const char *b, size_t n) {
     size_t at = 0;
     char line[64];
     if (next_line(b, n, &at, line)) return -1;
-    const int version = !strcmp(line, "quill-chat 2") ? 2 : !strcmp(line, "quill-chat 1") ? 1 : 0;
+    const int version = !strcmp(line, "quill-chat 3")   ? 3
+                        : !strcmp(line, "quill-chat 2") ? 2
+                        : !strcmp(line, "quill-chat 1") ? 1
+                                                        : 0;
     if (!version) return -1;
+    int used = 0;
     for (;;) {
         const size_t start = at;
         if (version == 1 && at == n) return 0;  // version 1 files simply end
         if (next_line(b, n, &at, line)) return -1;
-        int count, used = 0;
+        int count;
         uint64_t hash;
-        if (version == 2 && sscanf(line, "end %d %16" SCNx64 "%n", &count, &hash, &used) == 2 && !line[used])
+        if (version >= 2 && sscanf(line, "end %d %16" SCNx64 "%n", &count, &hash, &used) == 2 && !line[used])
             return count == fresh->n_msgs && at == n && hash == pc_hash64(b, start, 0) ? 0 : -1;
         char role[16];
-        size_t len;
+        size_t len, rlen = 0;
         const char *r;
-        if (sscanf(line, "%15s %zu%n", role, &len, &used) != 2 || line[used] || !(r = known_role(role)) ||
-            len >= n - at || b[at + len] != '\n' || memchr(b + at, 0, len) || msg_push(fresh, r, b + at, len))
-            return -1;
-        at += len + 1;
+        const int has_reasoning =
+            version >= 3 && sscanf(line, "%15s %zu %zu%n", role, &len, &rlen, &used) == 3 && !line[used];
+        if (!has_reasoning && (sscanf(line, "%15s %zu%n", role, &len, &used) != 2 || line[used])) return -1;
+        const char *text = b + at;
+        if (!(r = known_role(role)) || msg_text(b, n, &at, len) || msg_push(fresh, r, text, len)) return -1;
+        if (has_reasoning) {  // the answer's reasoning follows
+            const char *rtext = b + at;
+            if (msg_text(b, n, &at, rlen) || !(fresh->msgs[fresh->n_msgs - 1].reasoning = strndup(rtext, rlen)))
+                return -1;
+        }
     }
 }
 

@@ -658,6 +658,216 @@ static char *gen_ref(jsc *c, const char *ref) {
     return name;
 }
 
+// ---- oneOf: branches that cannot both match -----------------------------------------
+// oneOf admits a value that exactly one branch matches. Its rule is the
+// alternation of the branches' rules, which is exact when no value a branch's
+// rule produces is one another branch admits; that is proven below from the
+// schemas (each branch's rule produces only values its schema admits), and a
+// oneOf it cannot prove is an error. Proofs: the JSON types apart; const/enum
+// values the other branch rejects; objects with a required property whose
+// values the two branches' schemas keep apart (a discriminator), or a required
+// property the other branch forbids (additionalProperties false) or lacks
+// while producing no other members.
+
+enum { T_NULL = 1, T_BOOL = 2, T_NUM = 4, T_STR = 8, T_ARR = 16, T_OBJ = 32, T_ANY = 63 };
+#define ONEOF_DEPTH 16  // nested proofs ($refs may recurse)
+
+static int value_type(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_NULL: return T_NULL;
+    case JSON_TRUE: case JSON_FALSE: return T_BOOL;
+    case JSON_INTEGER: case JSON_REAL: return T_NUM;  // 1 and 1.0 are one value
+    case JSON_STRING: return T_STR;
+    case JSON_ARRAY: return T_ARR;
+    default: return T_OBJ;
+    }
+}
+
+static int type_mask(const json_t *type) {
+    if (json_is_array(type)) {
+        int m = 0;
+        size_t i;
+        json_t *t;
+        json_array_foreach(type, i, t) m |= type_mask(t);
+        return m;
+    }
+    static const char *names[] = {"null", "boolean", "number", "string", "array", "object", "integer"};
+    static const int bits[] = {T_NULL, T_BOOL, T_NUM, T_STR, T_ARR, T_OBJ, T_NUM};
+    for (int i = 0; i < 7; i++)
+        if (json_is_string(type) && !strcmp(json_string_value(type), names[i])) return bits[i];
+    return T_ANY;
+}
+
+// s with its $refs followed (NULL: a $ref that is not found, with c->err set).
+static json_t *deref(jsc *c, json_t *s) {
+    json_t *r;
+    for (int i = 0; i < ONEOF_DEPTH && json_is_object(s) && json_is_string(r = json_object_get(s, "$ref")); i++)
+        s = resolve_ref(c, json_string_value(r));
+    return s;
+}
+
+// Whether a and b may be the same JSON value (python-jsonschema's equality:
+// numbers by value, booleans apart from numbers).
+static int may_equal(json_t *a, json_t *b) {
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (json_typeof(a) != json_typeof(b)) return 0;
+    const char *k;
+    json_t *v;
+    size_t i;
+    if (json_is_array(a)) {
+        if (json_array_size(a) != json_array_size(b)) return 0;
+        json_array_foreach(a, i, v) if (!may_equal(v, json_array_get(b, i))) return 0;
+        return 1;
+    }
+    if (json_is_object(a)) {
+        if (json_object_size(a) != json_object_size(b)) return 0;
+        json_object_foreach(a, k, v) if (!json_object_get(b, k) || !may_equal(v, json_object_get(b, k))) return 0;
+        return 1;
+    }
+    return json_equal(a, b);
+}
+
+// The values a const or an enum lists (NULL: neither).
+static json_t *listed_values(json_t *s, json_t **one) {
+    json_t *t = json_object_get(s, "const");
+    if (t) {
+        *one = json_pack("[O]", t);
+        return *one;
+    }
+    t = json_object_get(s, "enum");
+    return json_is_array(t) ? t : NULL;
+}
+
+// The types of the values s admits (a superset).
+static int admitted_types(jsc *c, json_t *s, int depth) {
+    if (!(s = deref(c, s)) || !json_is_object(s) || depth > ONEOF_DEPTH) return T_ANY;
+    int m = json_object_get(s, "type") ? type_mask(json_object_get(s, "type")) : T_ANY;
+    json_t *one = NULL, *vals = listed_values(s, &one), *alts, *v;
+    size_t i;
+    if (vals) {
+        int vm = 0;
+        json_array_foreach(vals, i, v) vm |= value_type(v);
+        m &= vm;
+    }
+    json_decref(one);
+    if ((alts = json_object_get(s, "anyOf")) || (alts = json_object_get(s, "oneOf"))) {
+        int am = 0;
+        json_array_foreach(alts, i, v) am |= admitted_types(c, v, depth + 1);
+        m &= am;
+    }
+    return m;
+}
+
+// The types of the values s's rule produces (gen_body's order of keywords).
+static int produced_types(jsc *c, json_t *s, int depth) {
+    if (!(s = deref(c, s)) || !json_is_object(s) || depth > ONEOF_DEPTH) return T_ANY;
+    json_t *one = NULL, *vals = listed_values(s, &one), *alts, *v;
+    size_t i;
+    int m = 0;
+    if (vals) {
+        json_array_foreach(vals, i, v) m |= value_type(v);
+        return json_decref(one), m;
+    }
+    if ((alts = json_object_get(s, "anyOf")) || (alts = json_object_get(s, "oneOf"))) {
+        json_array_foreach(alts, i, v) m |= produced_types(c, v, depth + 1);
+        return m;
+    }
+    if (json_object_get(s, "type")) return type_mask(json_object_get(s, "type"));
+    if (json_object_get(s, "properties") || json_object_get(s, "additionalProperties")) return T_OBJ;
+    return json_object_get(s, "items") ? T_ARR : T_ANY;
+}
+
+// 1 when s certainly rejects the value v.
+static int rejects(jsc *c, json_t *s, json_t *v, int depth) {
+    if (!(s = deref(c, s)) || !json_is_object(s) || depth > ONEOF_DEPTH) return 0;
+    if (!(value_type(v) & admitted_types(c, s, depth))) return 1;
+    json_t *one = NULL, *vals = listed_values(s, &one), *x, *alts;
+    size_t i;
+    int r = 0;
+    if (vals) {
+        r = 1;
+        json_array_foreach(vals, i, x) if (may_equal(x, v)) r = 0;
+        json_decref(one);
+        if (r) return 1;
+    }
+    if ((alts = json_object_get(s, "anyOf")) || (alts = json_object_get(s, "oneOf"))) {
+        r = json_array_size(alts) > 0;
+        json_array_foreach(alts, i, x) r = r && rejects(c, x, v, depth + 1);
+        if (r) return 1;
+    }
+    if (!json_is_object(v)) return 0;
+    json_t *props = json_object_get(s, "properties"), *addl = json_object_get(s, "additionalProperties");
+    json_array_foreach(json_object_get(s, "required"), i, x)
+        if (json_is_string(x) && !json_object_get(v, json_string_value(x))) return 1;
+    const char *k;
+    json_object_foreach(v, k, x) {
+        json_t *p = json_object_get(props, k);
+        if (p ? rejects(c, p, x, depth + 1) : json_is_false(addl) && !json_object_get(s, "patternProperties"))
+            return 1;
+    }
+    return 0;
+}
+
+static int excludes(jsc *c, json_t *a, json_t *b, int depth);
+
+// a (object schema compiled by gen_object) and b: an object a's rule produces
+// is one b rejects, through a required property of a.
+static int objects_exclude(jsc *c, json_t *a, json_t *b, int depth) {
+    json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties"), *r;
+    json_t *addl_a = json_object_get(a, "additionalProperties");
+    const int a_extra = addl_a ? !json_is_false(addl_a) : !pa;  // object_members' rule
+    const int b_closed = json_is_false(json_object_get(b, "additionalProperties")) &&
+                         !json_object_get(b, "patternProperties");
+    size_t i;
+    json_array_foreach(json_object_get(a, "required"), i, r) {  // members a always produces
+        const char *k = json_string_value(r);
+        if (!k) continue;
+        json_t *sa = json_object_get(pa, k), *sb = json_object_get(pb, k);
+        if (sb ? sa && excludes(c, sa, sb, depth + 1) : b_closed) return 1;
+    }
+    json_array_foreach(json_object_get(b, "required"), i, r) {  // members b needs that a never produces
+        const char *k = json_string_value(r);
+        if (k && !a_extra && !json_object_get(pa, k) && !is_required(json_object_get(a, "required"), k)) return 1;
+    }
+    return 0;
+}
+
+// 1 when no value a's rule produces is a value b admits.
+static int excludes(jsc *c, json_t *a, json_t *b, int depth) {
+    if (depth > ONEOF_DEPTH || !(a = deref(c, a)) || !(b = deref(c, b))) return 0;
+    if (!json_is_object(a) || !json_is_object(b)) return 0;
+    const int common = produced_types(c, a, depth) & admitted_types(c, b, depth);
+    if (!common) return 1;
+    json_t *one = NULL, *vals = listed_values(a, &one), *v;
+    size_t i;
+    int r = 1;
+    if (vals) {  // a produces exactly these
+        json_array_foreach(vals, i, v) r = r && rejects(c, b, v, depth + 1);
+        return json_decref(one), r;
+    }
+    if ((vals = listed_values(b, &one))) {  // b admits at most these
+        json_array_foreach(vals, i, v) r = r && rejects(c, a, v, depth + 1);
+        json_decref(one);
+        if (r) return 1;
+    }
+    if (common != T_OBJ || json_object_get(a, "anyOf") || json_object_get(a, "oneOf")) return 0;
+    return objects_exclude(c, a, b, depth);
+}
+
+// 0 when oneOf's branches are pairwise exclusive; else -1 with c->err set.
+static int oneof_check(jsc *c, json_t *list) {
+    size_t i, j;
+    json_t *a, *b;
+    json_array_foreach(list, i, a) json_array_foreach(list, j, b) {
+        if (i == j || excludes(c, a, b, 0)) continue;
+        if (c->err[0]) return -1;  // a $ref not found
+        return errf(c->err, "json schema: oneOf with overlapping branches is not supported (a value of branch %zu "
+                    "may match branch %zu too; quill needs different types, distinct const/enum values, or objects "
+                    "kept apart by a required property)", i, j);
+    }
+    return 0;
+}
+
 // anyOf / oneOf / enum / a list of types: alternatives.
 static char *gen_alternatives(jsc *c, json_t *list, int literal, json_t *base) {
     sbuf b = {0};
@@ -718,6 +928,9 @@ static char *gen_body(jsc *c, json_t *s) {
     }
     if ((t = json_object_get(s, "anyOf")) || (t = json_object_get(s, "oneOf"))) {
         if (!json_is_array(t)) return errf(c->err, "json schema: anyOf/oneOf must be an array"), NULL;
+        if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf"))
+            return errf(c->err, "json schema: anyOf and oneOf in one schema are not supported"), NULL;
+        if (t == json_object_get(s, "oneOf") && oneof_check(c, t)) return NULL;
         return gen_alternatives(c, t, 0, NULL);
     }
     if (json_object_get(s, "allOf") || json_object_get(s, "not") || json_object_get(s, "if"))

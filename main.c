@@ -662,11 +662,12 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
     if (textout_init(&out, tok, o->stops, o->n_stops, go ? NULL : stdout) ||
         textout_init(&rout, tok, NULL, 0, o->reasoning == REASON_SHOW && !go ? stderr : NULL))
         die("out of memory");
+    const float *row = logits;  // the logits next was drawn from (with sd: its verification row)
     st->finish = "length";
     while (o->n_predict < 0 || st->n_gen < o->n_predict) {
         if (tok_is_eog(tok, next)) { st->finish = "eos"; break; }
-        // logits: the row next was drawn from (host logits whenever log-probabilities are asked for)
-        if (go && genout_token(go, smp, logits, prev, next)) die("out of memory");
+        // row: host logits whenever log-probabilities are asked for
+        if (go && genout_token(go, smp, row, prev, next)) die("out of memory");
         if (go && go->error) break;  // the reader went away
         sampler_accept(smp, next);
         st->n_gen++;
@@ -691,6 +692,7 @@ static void decode_loop(const options *o, model *m, const tokenizer *tok, sample
         prev = next;
         if (sd) {
             if (spec_next(sd, o->n_predict < 0 ? 0 : o->n_predict - st->n_gen, &next, err)) die("%s", err);
+            row = spec_logits(sd);
         } else {
             next = forward_sample(o, m, smp, &next, 1, logits, (uint64_t)st->n_gen, gc);
         }
@@ -802,8 +804,6 @@ static int cmd_generate(const options *o) {
     sig_install();  // once the prompt is read: a signal stops the generation cleanly
     gram_ctx gx;
     gram_start(o, tok, &gx);
-    if (o->logprobs >= 0 && (o->draft || o->lookup))
-        die("--logprobs does not work with --draft or --lookup yet (the drafted tokens' rows are not kept)");
     if (o->out_format != OUT_TEXT && o->echo) die("--echo writes the prompt as text: not with --output-format json/jsonl");
     genout go;
     if (o->out_format != OUT_TEXT && genout_init(&go, tok, o->out_format, o->logprobs, stdout)) die("out of memory");

@@ -52,6 +52,7 @@ struct spec {
     int32_t *tok;         // [cap] prompt, handed-out tokens, then the tokens queued by a round
     int n_tok, cap;
     int n_out;            // tokens handed out; tok[n_out..n_tok) is the queue
+    int round_base;       // tok index of the last round's first token: its tlog row 0
     float *tlog;          // [(draft_max + 1) * n_vocab] target logits of one round
     float *dlog;          // [n_vocab] drafter logits (with a draft model)
     float *q;             // [draft_max * n_vocab] drafter distributions (draft model, sampling)
@@ -254,7 +255,7 @@ int spec_begin(spec *s, const int32_t *prompt, int n, int32_t first, char *err) 
     for (int i = 0; i < n; i++) commit(s, prompt[i]);
     commit(s, first);
     if (s->gc && (gcon_reset(s->gc, err) || gcon_accept(s->gc, prompt[n - 1], first, err))) return -1;
-    s->n_out = s->n_tok;
+    s->n_out = s->round_base = s->n_tok;
     if (s->draft) model_rewind(s->draft, 0);  // its cache may hold another sequence
     return 0;
 }
@@ -370,6 +371,7 @@ static int spec_round(spec *s, int limit, char *err) {
     int a = verify(s, d, nd, &next, err);
     if (a < 0) return -1;
     const double t_verify = now_sec() - t;
+    s->round_base = s->n_tok;
     for (int i = 0; i < a; i++) commit(s, d[i]);
     // gc has advanced over d[0..a) in verify
     if (s->gc && gcon_accept(s->gc, s->tok[s->n_tok - 1], next, err)) return -1;
@@ -394,6 +396,12 @@ int spec_next(spec *s, int limit, int32_t *out, char *err) {
 }
 
 int spec_len(const spec *s) { return s->n_out - 1; }
+
+const float *spec_logits(const spec *s) {
+    // a round's tokens are handed out before the next round overwrites tlog
+    const int row = s->n_out - 1 - s->round_base;
+    return row >= 0 ? s->tlog + (size_t)row * (size_t)s->n_vocab : NULL;
+}
 
 const spec_stats *spec_get_stats(const spec *s) { return &s->st; }
 

@@ -68,6 +68,11 @@ int spec_next(spec *s, int limit, int32_t *out, char *err);
 // Positions a non-speculative decoder would hold in the KV cache now: the
 // tokens handed out so far (prompt included), less the last one.
 int spec_len(const spec *s);
+// The target's logits the last token spec_next handed out was chosen from:
+// the verification pass's row for its position, exactly a one-token pass's
+// logits (masked by the grammar, with one), before the penalty and the chain.
+// Valid until the next spec_next; NULL before the first.
+const float *spec_logits(const spec *s);
 const spec_stats *spec_get_stats(const spec *s);
 // The stats as a stats-line segment (" | draft ...") and as JSON members
 // (", \"draft_tokens\": ..."), each NUL-terminated.

@@ -6,8 +6,11 @@ sampled) on a 512-token and a 32000-token vocabulary, and validates every
 output with python3-jsonschema; runs the shipped GBNF grammars and checks
 their outputs with json.loads or a Python regex of the same language. Every
 run must end with finish_reason "stop" or "eos" (the grammar complete) except
-where a grammar is unbounded, whose outputs must then be a prefix. Prints the
-counts; exits 1 on any failure.
+where a grammar is unbounded, whose outputs must then be a prefix. oneOf: every
+pair of a pool of branches either generates values that match exactly one
+branch (python3-jsonschema's oneOf) or is refused at compile time with the
+one-line "overlapping branches" error, and then some value (one of the outputs,
+or a few plain ones) matches both branches: the refusal was needed. Prints the counts; exits 1 on any failure.
 """
 import json
 import os
@@ -55,6 +58,18 @@ SCHEMAS = [
     {"type": "number", "minimum": -2.25, "maximum": -0.5},
     {"type": "array", "items": {"type": "number"}, "maxItems": 2},
     {"oneOf": [{"type": "boolean"}, {"type": "null"}, {"type": "string", "maxLength": 2}]},
+    {"oneOf": [{"type": "object", "properties": {"kind": {"const": "circle"},
+                                                 "r": {"type": "number", "minimum": 0, "maximum": 10}},
+                "required": ["kind", "r"]},
+               {"type": "object", "properties": {"kind": {"const": "square"},
+                                                 "side": {"type": "integer", "minimum": 1, "maximum": 9}},
+                "required": ["kind", "side"]}]},
+    {"oneOf": [{"enum": ["a", "b", True]}, {"const": "c"}, {"type": "integer", "minimum": 10, "maximum": 20}]},
+    {"type": "array", "maxItems": 3, "items": {"oneOf": [
+        {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 5}}, "required": ["x"],
+         "additionalProperties": False},
+        {"type": "object", "properties": {"y": {"type": "string", "maxLength": 4}}, "required": ["y"],
+         "additionalProperties": False}]}},
     {"definitions": {"c": {"enum": ["x", "y"]}}, "type": "object",
      "properties": {"first": {"$ref": "#/definitions/c"}, "second": {"$ref": "#/definitions/c"}},
      "required": ["first", "second"]},
@@ -88,9 +103,74 @@ def run(model, extra, prompt, n):
     return r, stats
 
 
+# oneOf: branches combined in pairs; "#/$defs/d" is one of them
+ONEOF_DEFS = {"d": {"type": "object", "properties": {"k": {"const": "s"}, "n": {"type": "null"}},
+                    "required": ["k", "n"]}}
+ONEOF_POOL = [
+    {"type": "integer", "minimum": 0, "maximum": 99},
+    {"type": "number", "minimum": -1, "maximum": 1},
+    {"type": "string", "maxLength": 4},
+    {"enum": ["a", "b", 1]},
+    {"const": "a"},
+    {"const": None},
+    {"type": "null"},
+    {"type": "boolean"},
+    {"enum": [True]},
+    {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 2},
+    {"type": "object", "properties": {"k": {"const": "p"}, "v": {"type": "integer", "minimum": 0, "maximum": 9}},
+     "required": ["k", "v"]},
+    {"type": "object", "properties": {"k": {"const": "q"}}, "required": ["k"]},
+    {"type": "object", "properties": {"k": {"enum": ["p", "r"]}}, "required": ["k"]},
+    {"type": "object", "properties": {"x": {"type": "boolean"}}, "required": ["x"], "additionalProperties": False},
+    {"type": "object", "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 9}}},
+    {"properties": {"y": {"type": "null"}}, "required": ["y"]},
+    {"$ref": "#/$defs/d"},
+]
+
+
+def matches(value, branch):
+    return jsonschema.Draft202012Validator({"$defs": ONEOF_DEFS, "allOf": [branch]}).is_valid(value)
+
+
+def check_oneof_pairs(model, counts, fails):
+    seeds = ["1"] if os.environ.get("QUILL_SANITIZED") == "1" else ["1", "2"]
+    witnesses = [0, 1, 0.5, "a", "", None, True, False, [], {}, {"k": "p"}, {"k": "p", "v": 0}, {"x": True}]
+    refused = []
+    for i, a in enumerate(ONEOF_POOL):
+        for j, b in enumerate(ONEOF_POOL[i + 1:], i + 1):
+            schema = {"$defs": ONEOF_DEFS, "oneOf": [a, b]}
+            for seed in seeds:
+                r, st = run(model, ["--json-schema", json.dumps(schema), "--temp", "1", "--seed", seed], "Once", 200)
+                tag = f"oneOf pair {i},{j} seed {seed}"
+                err = r.stderr.decode()
+                if r.returncode != 0:
+                    if r.returncode == 1 and err.count("\n") == 1 and "oneOf with overlapping branches" in err:
+                        counts["oneof_refused"] += 1
+                        refused.append((i, j))
+                        break  # refused at compile time: no seed generates
+                    fails.append(f"{tag}: exit {r.returncode}: {err[-300:]}")
+                    break
+                text = r.stdout.decode("utf-8", "replace")
+                try:
+                    if st.get("finish_reason") not in ("stop", "eos"):
+                        raise ValueError(f"finish {st.get('finish_reason')}")
+                    witnesses.append(json.loads(text))
+                    jsonschema.validate(witnesses[-1], schema)
+                    counts["oneof_valid"] += 1
+                except Exception as e:  # noqa: BLE001 - any failure is reported
+                    fails.append(f"{tag}: {text!r} does not validate: {str(e)[:200]}")
+    for i, j in refused:
+        if not any(matches(w, ONEOF_POOL[i]) and matches(w, ONEOF_POOL[j]) for w in witnesses):
+            fails.append(f"oneOf pair {i},{j} refused, but no value found that matches both branches")
+    if not counts["oneof_valid"] or not counts["oneof_refused"]:
+        fails.append(f"oneOf pairs: {counts['oneof_valid']} outputs, {counts['oneof_refused']} refused: "
+                     "expected both kinds")
+
+
 def main():
-    counts = {"valid": 0, "invalid": 0, "length": 0, "greedy": 0, "sampled": 0}
+    counts = {"valid": 0, "invalid": 0, "length": 0, "greedy": 0, "sampled": 0, "oneof_valid": 0, "oneof_refused": 0}
     fails = []
+    check_oneof_pairs(MODELS[0], counts, fails)
     for model in MODELS:
         for si, schema in enumerate(SCHEMAS):
             for prompt in PROMPTS:

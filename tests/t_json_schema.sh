@@ -79,6 +79,14 @@ check "an undefined rule is an error" error_is "undefined-rule' is used but not 
 check "a missing grammar file" error_is "cannot open" --grammar "$tmp/missing.gbnf"
 check "an unsupported regex" error_is "pattern: backreferences" --json-schema '{"type": "string", "pattern": "^(a)\\1$"}'
 check "allOf is refused" error_is "allOf" --json-schema '{"allOf": [{"type": "string"}]}'
+check "oneOf integer/number is refused" error_is "oneOf with overlapping branches is not supported" \
+    --json-schema '{"oneOf": [{"type": "integer"}, {"type": "number"}]}'
+check "oneOf of objects that may both be {} is refused" error_is "oneOf with overlapping branches" \
+    --json-schema '{"oneOf": [{"properties": {"a": {"type": "string"}}}, {"properties": {"b": {"type": "null"}}}]}'
+check "a nested oneOf with a shared enum value is refused" error_is "oneOf with overlapping branches" \
+    --json-schema '{"type": "array", "items": {"oneOf": [{"enum": ["x", 1]}, {"enum": [1.0, "y"]}]}}'
+check "anyOf beside oneOf is refused" error_is "anyOf and oneOf in one schema" \
+    --json-schema '{"anyOf": [{"type": "string"}], "oneOf": [{"type": "string"}]}'
 check "a schema that is not JSON" error_is "not JSON" --json-schema '{"type": '
 check "two grammars" error_is "two grammars" --json --grammar "$SHARED/grammars/json.gbnf"
 exit $fail

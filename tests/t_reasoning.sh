@@ -8,7 +8,9 @@
 # the default) or everything (off); show puts the reasoning on stderr; a
 # reasoning never closed within -n is reported on stderr and in the stats;
 # batch records carry "reasoning" apart from "text"; a chat keeps the
-# reasoning out of the conversation; off asks the templates not to think.
+# reasoning out of the answer's content and gives it to the template as
+# reasoning_content (tests/chat_reasoning_check.py); off asks the templates
+# not to think.
 set -u
 . "$(dirname "$0")/lib.sh"
 M=$SHARED/models/gguf/stories260K.gguf
@@ -48,6 +50,9 @@ check "chat: stdout has the answers alone" bash -c "! grep -q think '$tmp/out' &
 check "chat: the reasoning is shown on stderr" bash -c "[ \$(grep -v '^quill:' '$tmp/err' | grep -c '[a-z]') = 2 ]"
 # the second turn reuses the first's 17 prompt tokens plus only what the answer adds: no reasoning in the history
 check "chat: the reasoning stays out of the conversation" bash -c "grep -q 'prompt 26 tok (17 reused)' '$tmp/err'"
+# real templates: the history is jinja2's rendering of the answers with their reasoning_content
+check "chat: Qwen3, GLM-4.7 and Qwen3-Coder see the turns as jinja2 renders them (chat_reasoning_check.py)" \
+    $PY tests/chat_reasoning_check.py "$QUILL" "$SHARED/models/gguf/synth-qwen3-Q4_K_M.gguf"
 
 echo '[{"role": "user", "content": "hi"}]' >"$tmp/c.json"
 "$QUILL" template --chat-template "$SHARED/templates/Qwen-Qwen3-0.6B.jinja" --reasoning off "$tmp/c.json" >"$tmp/q"
