@@ -50,14 +50,14 @@ pack() {
     rm -rf .gpu .gpu-2 .gpu-3 .gpu-4 .gpu-5
     mkdir -p .gpu/build/tests .gpu/lib .gpu/demo .gpu/shared/models/gguf .gpu/shared/vocab \
         .gpu-{2,3,4,5}/shared/models/gguf .gpu-3/shared/vocab || return 1
-    strip --strip-debug -o .gpu/build/quill $b/quill
-    for t in test_backend_ops test_cuda_model bench_spec; do strip --strip-debug -o .gpu/build/tests/$t $b/tests/$t; done
+    strip -s -o .gpu/build/quill $b/quill
+    for t in test_backend_ops test_cuda_model bench_spec; do strip -s -o .gpu/build/tests/$t $b/tests/$t; done
     # Every library outside glibc, libstdc++ and libgcc (which any CUDA image has, and
     # whose newer copies Python's packages there may need).
     ldd $b/quill | awk '$3 ~ /^\// {print $3}' |
         grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so' |
         while read -r l; do cp -L "$l" .gpu/lib/; done
-    cp models/stories260K.gguf models/stories260K-q80.gguf models/tinystories-656K.gguf .gpu/demo/
+    cp models/stories260K-q80.gguf models/tinystories-656K.gguf .gpu/demo/  # (models/stories260K.gguf travels with the tree)
     cp -r "$shared/golden" .gpu/shared/
     cp -r "$shared/models/llama2c" "$shared/models/tinystories-656K" .gpu/shared/models/
     cp "$shared"/models/gguf/stories260K*.gguf "$shared"/models/gguf/synth-llama-Q4_K_M.gguf \
