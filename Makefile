@@ -27,16 +27,18 @@ TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 ASAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-# CUDA: kernels.cu is compiled and linked into the same binary whenever nvcc
-# is found (CUDA=0: CPU only). libcuda is not needed at link time, so the
-# binary still runs where there is no GPU or driver (on the CPU, saying so).
+# CUDA: the backend's files (CU_SRC: kernels.cu and kernels_*.cu, sharing the
+# private kernels_*.cuh headers) are compiled and linked into the same binary
+# whenever nvcc is found (CUDA=0: CPU only). libcuda is not needed at link
+# time, so the binary still runs where there is no GPU or driver (on the CPU,
+# saying so).
 NVCC      ?= /usr/local/cuda/bin/nvcc
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA      ?= $(if $(wildcard $(NVCC)),1,0)
 CUDA_ARCH ?= sm_90
 NVFLAGS   := -std=c++20 -O3 -g -arch=$(CUDA_ARCH) -DQUILL_CUDA_ARCH=$(subst sm_,,$(CUDA_ARCH)) \
              --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $(NVFLAGS)
-# SIMT=1: the same kernels.cu compiled by g++ for the SIMT emulation (simt/),
+# SIMT=1: the same CU_SRC compiled by g++ for the SIMT emulation (simt/),
 # which runs the CUDA backend on the CPU for the tests: libsimt.so takes
 # libcudart's place and the backend opens stand-ins of cuBLAS from $(BUILD)/lib.
 SIMT      ?= 0
@@ -51,9 +53,12 @@ else ifeq ($(CUDA),1)
 # cuBLAS is opened at backend start, found through the rpath or the loader's path
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -lrt -lpthread -ldl -lstdc++
 endif
+CU_SRC    = kernels.cu kernels_matvec.cu kernels_gemm.cu kernels_elementwise.cu kernels_attention.cu kernels_moe.cu \
+            kernels_sample.cu kernels_selftest.cu
+CU_OBJ    = $(CU_SRC:%.cu=$(BUILD)/%.o)
 ifeq ($(CUDA),1)
 CFLAGS    += -DQUILL_CUDA
-LIB_OBJ   += $(BUILD)/kernels.o
+LIB_OBJ   += $(CU_OBJ)
 endif
 # Objects remember whether they were built with CUDA (or the emulation): switching rebuilds them.
 BUILD_CONFIG := $(BUILD)/config
@@ -96,9 +101,9 @@ $(BUILD)/main.o: CFLAGS += -DQUILL_VERSION='"$(VERSION)"' -DQUILL_COMMIT='"$(COM
                           -DQUILL_CUDA_ARCH_NAME='"$(CUDA_ARCH)"'
 
 ifeq ($(SIMT),1)
-$(BUILD)/kernels.o: kernels.cu simt/rewrite.sh $(wildcard simt/*.h) $(wildcard *.h) $(BUILD)/lib/libcublas.so.13
-	simt/rewrite.sh kernels.cu $(BUILD)/kernels_simt.cpp
-	$(SIMT_CXX) -c -o $@ $(BUILD)/kernels_simt.cpp
+$(CU_OBJ): $(BUILD)/%.o: %.cu simt/rewrite.sh $(wildcard simt/*.h) $(wildcard *.h *.cuh) $(BUILD)/lib/libcublas.so.13
+	simt/rewrite.sh $< $(BUILD)/$*_simt.cpp
+	$(SIMT_CXX) -c -o $@ $(BUILD)/$*_simt.cpp
 
 $(BUILD)/lib/libsimt.so: simt/runtime.cpp $(wildcard simt/*.h)
 	mkdir -p $(BUILD)/lib
@@ -113,7 +118,7 @@ $(BUILD)/lib/libcublas.so.13: simt/cublas.cpp $(wildcard simt/*.h) $(BUILD)/lib/
 	$(SIMT_CXX) -shared -Wl,-soname,libcublas.so.13 -o $@ simt/cublas.cpp -L$(BUILD)/lib -lsimt
 	$(SIMT_CXX) -shared -Wl,-soname,libcublasLt.so.13 -o $(BUILD)/lib/libcublasLt.so.13 simt/cublas.cpp -L$(BUILD)/lib -lsimt
 else
-$(BUILD)/kernels.o: kernels.cu $(wildcard *.h) | $(BUILD)/tests
+$(CU_OBJ): $(BUILD)/%.o: %.cu $(wildcard *.h *.cuh) | $(BUILD)/tests
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 endif
 

@@ -2,7 +2,7 @@
 //
 // model.c computes a transformer layer as a fixed sequence of these ops and
 // never branches on which backend runs them. cpu.c implements them (the
-// reference); kernels.cu implements the same table for CUDA. All
+// reference); kernels*.cu implement the same table for CUDA. All
 // activation pointers are backend memory (host memory for the CPU backend);
 // activation tensors are row-major float32 with one row per token.
 #ifndef QUILL_BACKEND_H

@@ -1,4 +1,4 @@
-// kernels.h — the CUDA backend (kernels.cu), linked in when quill is built
+// kernels.h — the CUDA backend (kernels*.cu), linked in when quill is built
 // with CUDA (QUILL_CUDA defined; `make CUDA=0` leaves it out).
 #ifndef QUILL_KERNELS_H
 #define QUILL_KERNELS_H

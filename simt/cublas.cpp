@@ -11,7 +11,7 @@
 // The product is a reference, not a model of the GPU's rounding: every
 // element is a double sum over k in order, rounded once to the output type
 // (nearest even). So an element never depends on n or on how the work is
-// blocked, which is what kernels.cu's one-algorithm-per-shape rule is for.
+// blocked, which is what kernels_gemm.cu's one-algorithm-per-shape rule is for.
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// simt/cublasLt.h — stand-in for cuBLAS's cublasLt.h, the part kernels.cu
+// simt/cublasLt.h — stand-in for cuBLAS's cublasLt.h, the part kernels*.cu
 // uses, implemented on the CPU by cublas.cpp (libcublasLt.so.13). There is
 // one algorithm: the heuristic offers it for every valid problem, it needs no
 // workspace and no split-K reduction, and its sums do not depend on n.

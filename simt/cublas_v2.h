@@ -1,4 +1,4 @@
-// simt/cublas_v2.h — stand-in for cuBLAS's cublas_v2.h, the part kernels.cu
+// simt/cublas_v2.h — stand-in for cuBLAS's cublas_v2.h, the part kernels*.cu
 // uses, implemented on the CPU by cublas.cpp (libcublas.so.13): every
 // product is a double-precision sum, run in stream order, and every argument
 // a real cuBLAS would refuse is refused here, with a message saying which.

@@ -1,4 +1,4 @@
-// simt/cuda_runtime.h — stand-in for CUDA's runtime API, the part kernels.cu
+// simt/cuda_runtime.h — stand-in for CUDA's runtime API, the part kernels*.cu
 // uses, implemented on the CPU by runtime.cpp: device memory is exact-size
 // heap blocks (so ASan sees a one-byte overrun), work runs in stream order
 // as it is issued, and stream capture records it into graphs that replay.

@@ -1,10 +1,12 @@
 #!/bin/sh
-# simt/rewrite.sh IN OUT — kernels.cu as C++ for g++ and the SIMT emulation
-# (simt.h): each launch `k<<<grid, block, smem, stream>>>(args)` becomes
+# simt/rewrite.sh IN OUT — a CUDA file (each of kernels*.cu in turn) as C++ for
+# g++ and the SIMT emulation (simt.h): each launch
+# `k<<<grid, block, smem, stream>>>(args)` becomes
 # `(k | simt::cfg("k", grid, block, smem, stream))(args)`, and
 # `extern __shared__ T name[];` becomes `T *name = simt::dyn_smem<T>(...)`.
 # Lines keep their numbers (#line names the source). Fails when the number of
 # rewritten launches differs from the number of `<<<` in IN, or any is left.
+# Headers are not rewritten: kernels_*.cuh hold no launches or extern __shared__.
 set -eu
 in=$1 out=$2
 launches=$(grep -o '<<<' "$in" | wc -l)

@@ -1,6 +1,6 @@
 // simt/simt.h — the device side of quill's SIMT emulation: what CUDA C++
 // gives a kernel (thread indices, __syncthreads, warp shuffles, __ldg,
-// dp4a, byte_perm, atomics, vector types) for kernels.cu compiled by g++ and
+// dp4a, byte_perm, atomics, vector types) for kernels*.cu compiled by g++ and
 // run on the CPU. Every CUDA thread is a fiber; a block's fibers run on one OS thread
 // in a seeded order, each freely until it reaches a synchronisation point
 // (no implicit lock-step), and the runtime (runtime.cpp) checks at those

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/simt.sh BUILD SHARED — the CUDA backend (kernels.cu) on the CPU, through
+# tests/simt.sh BUILD SHARED — the CUDA backend (kernels*.cu) on the CPU, through
 # the SIMT emulation (simt/; BUILD is a `make SIMT=1` build): the emulation's own
 # checks (tests/simt_selftest.cu), every CUDA op
 # against cpu.c with the block's threads run forward and then reversed, whole

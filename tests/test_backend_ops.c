@@ -1,7 +1,7 @@
 // tests/test_backend_ops.c — every CUDA op against the CPU op (cpu.c, the
 // reference) on random inputs, odd sizes and every weight type.
 //
-//   build/tests/test_backend_ops          the host self-test of kernels.cu's
+//   build/tests/test_backend_ops          the host self-test of kernels_qhd.cuh's
 //                                         shared code, then every op on the GPU
 //   build/tests/test_backend_ops --quick  fewer shapes (for compute-sanitizer)
 //

@@ -1,0 +1,221 @@
+// kernels_moe.cu — mixture of experts: routing (k_moe_route), grouping a
+// pass's rows by expert (k_moe_group), gathering, the experts' matvec
+// (k_matvec_moe, mv_item's arithmetic), combining, and gpt-oss's clamped
+// swiglu (k_swiglu_oai).
+#include "kernels_common.cuh"
+
+// Mixture of experts (backend.h's moe_matmul): CTA row blockIdx.y takes the
+// blockIdx.y-th active expert e, a warp weight row r of e, against each of
+// e's sorted rows x[offsets[e] ..) in groups of NT; w stacks the experts'
+// matrices (row e·per_exp + r). The arithmetic per row is k_matvec's, so a
+// row equals the row computed alone.
+template <uint32_t T, int NT>
+__global__ void __launch_bounds__(32 * MMV_WARPS)
+k_matvec_moe(const uint8_t *__restrict__ w, dlayout L, int64_t per_exp, const float *__restrict__ bias, act_t x,
+             const int32_t *__restrict__ offsets, const int32_t *__restrict__ active, float *__restrict__ y) {
+    const int e = active[blockIdx.y];
+    const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
+    if (e < 0 || r >= per_exp) return;
+    const int64_t row = (int64_t)e * per_exp + r, items = mv_items<T>(x.cols), nb = x.cols / 32;
+    const float b = bias ? bias[row] : 0.0f;
+    for (int p0 = offsets[e], p1 = offsets[e + 1]; p0 < p1; p0 += NT) {
+        const int n = p1 - p0 < NT ? p1 - p0 : NT;
+        act_t xs = x;
+        xs.f = x.f + (int64_t)p0 * x.cols;
+        if (x.q) xs.q = x.q + (int64_t)p0 * x.cols, xs.ds = x.ds + (int64_t)p0 * nb;
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+        for (int64_t it = threadIdx.x; it < items; it += 32) mv_item<T, NT>(w, L, row, it, xs, n, acc);
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
+        if (threadIdx.x == 0)
+            for (int t = 0; t < n && t < NT; t++) y[(int64_t)(p0 + t) * per_exp + r] = acc[t] + b;
+    }
+}
+
+// The (value, index) pair that ranks first: larger value, then lower index.
+__device__ __forceinline__ void warp_argmax(float &v, int &i) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = ov, i = oi;
+    }
+}
+
+// x[0..n) = softmax(x) as moe.c computes it (one thread).
+__device__ void softmax_seq(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] = expf(x[i] - mx));
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+// One warp per token (backend.h's moe_route; moe.c's moe_route_rows is the
+// reference): k rounds of a warp argmax over the logits not yet chosen.
+__global__ void k_moe_route(int32_t *__restrict__ ids, float *__restrict__ w, const float *__restrict__ logits, int n,
+                            int n_exp, int k, int gating) {
+    const int i = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+    if (i >= n) return;
+    const float *l = logits + (int64_t)i * n_exp;
+    int32_t *id = ids + (int64_t)i * k;
+    float *wi = w + (int64_t)i * k;
+    for (int j = 0; j < k; j++) {
+        float bv = -INFINITY;
+        int bi = -1;
+        for (int e = lane; e < n_exp; e += 32) {
+            int taken = 0;
+            for (int q = 0; q < j && !taken; q++) taken = id[q] == e;
+            if (!taken && (bi < 0 || l[e] > bv)) bv = l[e], bi = e;
+        }
+        warp_argmax(bv, bi);
+        if (lane == 0) id[j] = bi;
+        __syncwarp();
+    }
+    if (gating == MOE_TOPK_SOFTMAX) {
+        if (lane == 0) {
+            for (int j = 0; j < k; j++) wi[j] = l[id[j]];
+            softmax_seq(wi, k);
+        }
+        return;
+    }
+    const float mx = l[id[0]];
+    double sum = 0;
+    for (int e = lane; e < n_exp; e += 32) sum += (double)expf(l[e] - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+        const float inv = (float)(1.0 / sum);
+        double ws = 0;
+        for (int j = 0; j < k; j++) ws += (double)(wi[j] = expf(l[id[j]] - mx) * inv);
+        const float s = fmaxf((float)ws, 6.103515625e-5f);
+        for (int j = 0; j < k; j++) wi[j] /= s;
+    }
+}
+
+// One CTA (backend.h's moe_group): a thread per expert counts its slots, one
+// thread sums the counts, then each expert's thread lays out its slots in order.
+__global__ void k_moe_group(moe_map mp, const int32_t *__restrict__ ids) {
+    extern __shared__ int32_t cnt[];  // [n_exp]
+    const int ne = mp.n_exp;
+    for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+        int c = 0;
+        for (int s = 0; s < mp.n_rows; s++) c += ids[s] == e;
+        cnt[e] = c;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int off = 0, na = 0;
+        for (int e = 0; e < ne; e++) {
+            mp.offsets[e] = off;
+            if (cnt[e]) mp.active[na++] = e;
+            off += cnt[e];
+        }
+        mp.offsets[ne] = off;
+        for (int e = na; e < ne; e++) mp.active[e] = -1;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+        if (!cnt[e]) continue;
+        int p = mp.offsets[e];
+        for (int s = 0; s < mp.n_rows; s++)
+            if (ids[s] == e) mp.pos[s] = p, mp.tok[p++] = s / mp.k;
+    }
+}
+
+// xs[p, :] = x[tok[p], :] for the sorted rows.
+__global__ void k_moe_gather(float *__restrict__ xs, const float *__restrict__ x, const int32_t *__restrict__ tok,
+                             int64_t len, int64_t cols) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
+        xs[i] = x[(int64_t)tok[i / cols] * cols + i % cols];
+}
+
+// out[i, d] = Σ_j w[i, j]·y[pos[i·k + j], d], in j order (moe.c's moe_combine_rows).
+__global__ void k_moe_combine(float *__restrict__ out, const float *__restrict__ y, const float *__restrict__ w,
+                              const int32_t *__restrict__ pos, int64_t len, int k, int dim) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = i / dim, d = i % dim;
+        float o = y[(int64_t)pos[t * k] * dim + d] * w[t * k];
+        for (int j = 1; j < k; j++) o += y[(int64_t)pos[t * k + j] * dim + d] * w[t * k + j];
+        out[i] = o;
+    }
+}
+
+__global__ void k_swiglu_oai(float *out, const float *gate, const float *__restrict__ up, int64_t len, float alpha,
+                             float limit) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = fminf(gate[i], limit), u = fmaxf(-limit, fminf(up[i], limit));
+        out[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+}
+
+void cuda_moe_route(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k,
+                    int gating) {
+    act_forget(b);
+    if (n <= 0) return;
+    k_moe_route<<<blocks_for(n, 4), dim3(32, 4), 0, b->stream>>>(ids, w, logits, n, n_exp, k, gating);
+    LAUNCHED("k_moe_route");
+}
+
+void cuda_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {
+    act_forget(b);
+    k_moe_group<<<1, 256, sizeof(int32_t) * (size_t)mp->n_exp, b->stream>>>(*mp, ids);
+    LAUNCHED("k_moe_group");
+}
+
+template <uint32_t T>
+static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *bias, const act_t &x, const moe_map *mp) {
+    const dlayout L = dl_make(T, w->rows, w->cols);
+    const int64_t per_exp = w->rows / mp->n_exp;
+    const dim3 grid(blocks_for(per_exp, MMV_WARPS), (unsigned)(mp->n_rows < mp->n_exp ? mp->n_rows : mp->n_exp));
+    const dim3 block(32, MMV_WARPS);
+    const float *bv = (const float *)bias->data;
+    // one token (n_rows == k): every expert has one row at most
+    if (mp->n_rows == mp->k)
+        k_matvec_moe<T, 1><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x, mp->offsets,
+                                                          mp->active, y);
+    else
+        k_matvec_moe<T, MMV_MAX><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x,
+                                                                mp->offsets, mp->active, y);
+    LAUNCHED("k_matvec_moe");
+}
+
+void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
+                     const moe_map *mp) {
+    act_forget(b);
+    const int64_t cols = w->cols, len = (int64_t)mp->n_rows * cols;
+    if (len <= 0) return;
+    if (by_token) {  // the sorted rows' inputs, gathered
+        float *xs = (float *)scratch(b, SCR_MOE, sizeof(float) * (size_t)len);
+        if (!xs) return;
+        k_moe_gather<<<grid_for(len, 256), 256, 0, b->stream>>>(xs, x, mp->tok, len, cols);
+        if (LAUNCHED("k_moe_gather")) return;
+        x = xs;
+    }
+    act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
+    if (is_quantized(w->type) && act_q8(b, x, mp->n_rows, cols, &a)) return;
+    switch (w->type) {
+#define X(T) case T: launch_matvec_moe<T>(b, y, w, bias, a, mp); break;
+        FOR_EACH_TYPE(X)
+#undef X
+    default: fail(b, "moe_matmul: no CUDA kernel for type %u", w->type);
+    }
+    act_forget(b);
+}
+
+void cuda_moe_combine(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim) {
+    act_forget(b);
+    const int64_t len = (int64_t)(mp->n_rows / mp->k) * dim;
+    if (len <= 0) return;
+    k_moe_combine<<<grid_for(len, 256), 256, 0, b->stream>>>(out, y, w, mp->pos, len, mp->k, dim);
+    LAUNCHED("k_moe_combine");
+}
+
+void cuda_swiglu_oai(backend *b, float *out, const float *gate, const float *up, size_t len, float alpha,
+                     float limit) {
+    act_forget(b);
+    if (!len) return;
+    k_swiglu_oai<<<grid_for((int64_t)len, 256), 256, 0, b->stream>>>(out, gate, up, (int64_t)len, alpha, limit);
+    LAUNCHED("k_swiglu_oai");
+}
