@@ -60,10 +60,11 @@ __global__ void k_rmsnorm(float *out, float *x, const float *d, const float *__r
         gv[k] = in ? g[tid + k * T] : 0.0f;
         if (di && in) xv[k] += di[tid + k * T];
     }
-    if (di)
+    if (di) {
 #pragma unroll
         for (int k = 0; k < RMS_PER; k++)
             if (tid + k * T < dim) xi[tid + k * T] = xv[k];
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < RMS_PER; k++) ss += xv[k] * xv[k];
