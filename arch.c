@@ -20,7 +20,8 @@ static const arch_info ARCHS[] = {
      .ffn_norm = "ffn_norm"},
     // even layers slide, odd ones attend fully
     {.name = "gpt-oss", .neox = 1, .qkv_bias = 1, .out_bias = 1, .sinks = 1, .swa_period = 2, .moe = 1,
-     .moe_gating = MOE_TOPK_SOFTMAX, .oai_glu = 1, .ffn_norm = "post_attention_norm"},
+     .moe_gating = MOE_TOPK_SOFTMAX, .oai_glu = 1, .glu_alpha = 1.702f, .glu_limit = 7.0f,
+     .ffn_norm = "post_attention_norm"},
     {.name = "qwen3moe", .neox = 1, .qk_norm = 1, .moe = 1, .moe_gating = MOE_SOFTMAX_NORM, .ffn_norm = "ffn_norm"},
 };
 #define N_ARCHS (int)(sizeof ARCHS / sizeof *ARCHS)

@@ -36,7 +36,8 @@ typedef struct {
     int longrope;         // rope_factors_{short,long} (phi3)
     int moe;              // mixture-of-experts FFN: expert_count, ... required, experts in place of the dense FFN
     int moe_gating;       // enum moe_gating (backend.h): how the router's logits become weights
-    int oai_glu;          // the experts' GLU is gpt-oss's clamped SwiGLU (alpha 1.702, limit 7, as llama.cpp)
+    int oai_glu;          // the experts' GLU is gpt-oss's clamped SwiGLU, with these (llama.cpp's values):
+    float glu_alpha, glu_limit;
     const char *ffn_norm; // the norm before the FFN (gpt-oss calls it post_attention_norm)
 } arch_info;
 

@@ -321,7 +321,8 @@ static int alloc_activations(model *m, size_t limit, char *err) {
                  tables = (size_t)m->tables_rows * m->kv.max_blocks, seqs = (size_t)m->kv.max_seqs;
     fwd_batch *fb = &m->fb;
     const moe_cfg moe = {.n_exp = c->n_expert, .k = c->n_expert_used, .ffn = c->ffn_expert, .dim = c->dim,
-                         .gating = c->ai->moe_gating, .oai_glu = c->ai->oai_glu, .alpha = 1.702f, .limit = 7.0f};
+                         .gating = c->ai->moe_gating, .oai_glu = c->ai->oai_glu, .alpha = c->ai->glu_alpha,
+                         .limit = c->ai->glu_limit};
     void **dev[] = {(void **)&m->x, (void **)&m->xb, (void **)&m->q, (void **)&m->k, (void **)&m->v,
                     (void **)&m->att, (void **)&m->hb, (void **)&m->hb2, (void **)&m->logits,
                     (void **)&fb->ids, (void **)&fb->pos, (void **)&fb->seq, (void **)&fb->slot,
