@@ -121,6 +121,9 @@ typedef struct {
 
 typedef struct backend_ops {
     const char *name;  // "cpu", "cuda"
+    // 1: computes from the mapped model file itself (upload keeps the
+    // pointer), so model_load faults the file in, in 2 MiB pages (mapping.c)
+    int host_weights;
     int (*init)(backend **b, int n_threads, char *err);
     void (*free)(backend *b);
     // A short description for the stats line ("cpu, 2 threads, avx512-vnni").

@@ -4,8 +4,9 @@
 // claimed in chunks as threads go, so a thread that another process slows
 // down does less of it. Matrix products hand out chunks of weight rows (a
 // memory-bound decode streams each chunk once; a compute-bound prefill runs
-// every token tile over a chunk while it is in cache). Attention hands out
-// (token, kv head, query heads) items.
+// every token tile over a chunk while it is in cache). Attention
+// (cpu_attention.c) hands out (token, slice of heads) items, or for a
+// decode (token, slice, range of keys) items whose states it then merges.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,13 +19,15 @@
 #endif
 
 #include "backend.h"
+#include "cpu_attention.h"
+#include "mapping.h"
 #include "moe.h"
 #include "quant.h"
 #include "threads.h"
 #include "util.h"
 
 // Scratch buffers that grow on demand; never shrink until free.
-enum { SCR_ACT, SCR_COUNT };
+enum { SCR_ACT, SCR_ATT, SCR_COUNT };  // activations' q8 copies; attention's split states
 
 struct backend {
     int n_threads;
@@ -66,7 +69,14 @@ static void cpu_free(backend *b) {
 }
 
 static const char *cpu_describe(backend *b) { return b->desc; }
-static void *cpu_alloc(backend *b, size_t bytes) { (void)b; return calloc(1, bytes ? bytes : 1); }
+// Large allocations (the KV cache) in 2 MiB pages where the kernel gives
+// them: decode reads the cache on every step, as it reads the weights.
+static void *cpu_alloc(backend *b, size_t bytes) {
+    (void)b;
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (p && bytes >= ((size_t)8 << 20)) map_advise_huge(p, bytes);
+    return p;
+}
 static void cpu_release(backend *b, void *p) { (void)b; free(p); }
 static size_t cpu_mem_available(backend *b) { (void)b; return mem_available(); }
 static void cpu_copy(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
@@ -465,254 +475,14 @@ static void cpu_kv_store(backend *b, void *kpool, void *vpool, const float *k, c
         }
 }
 
-// dot(a, b) with a holding fp16 values and b in fp16, summed in the lane
-// order of llama.cpp's AVX-512 ggml_vec_dot_f16 so near-tied attention
-// scores round the same way: 4 accumulators of 16 lanes over steps of 64
-// elements, reduced (0+2)+(1+3), then 16 -> 8 -> 4 lanes and (0+2)+(1+3);
-// the tail after the last full step is added in double. Every product of two
-// fp16 values is exact in float, so a plain add equals ggml's fma; the lane
-// loops vectorize without any reassociation.
-static float dot_f16(const float *a, const uint16_t *b, int n) {
-    const int np = n & ~63;
-    double sum = 0;
-    if (np > 0) {
-#if defined(__F16C__) && defined(__AVX2__)
-        // lanes 0-7 and 8-15 of each accumulator as two 8-wide registers
-        __m256 lo[4], hi[4];
-        for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();
-        for (int i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++) {
-                const int o = i + 16 * j;
-                lo[j] = _mm256_add_ps(lo[j], _mm256_mul_ps(_mm256_loadu_ps(a + o),
-                                      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + o)))));
-                hi[j] = _mm256_add_ps(hi[j], _mm256_mul_ps(_mm256_loadu_ps(a + o + 8),
-                                      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + o + 8)))));
-            }
-        // the fold of the scalar code below, in registers
-        const __m256 r = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3])),
-                                       _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3])));
-        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-        const __m128 t = _mm_add_ps(h, _mm_movehl_ps(h, h));  // h0 + h2, h1 + h3
-        sum = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-#else
-        float acc[4][16] = {{0}};
-        for (int i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < 16; l++)
-                    acc[j][l] += a[i + 16 * j + l] * fp16_to_f32(b[i + 16 * j + l]);
-        float r[16], h[4];
-        for (int l = 0; l < 16; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-        for (int l = 0; l < 8; l++) r[l] += r[l + 8];
-        for (int l = 0; l < 4; l++) h[l] = r[l] + r[l + 4];
-        sum = (h[0] + h[2]) + (h[1] + h[3]);
-#endif
-    }
-    for (int i = np; i < n; i++) sum += (double)(a[i] * fp16_to_f32(b[i]));
-    return (float)sum;
-}
-
-// acc = fp16(acc * scale + w * b): an fp16 accumulator updated in float and
-// rounded back after every step, as llama.cpp's CPU flash attention does.
-static void mad_f16(uint16_t *acc, float scale, float w, const uint16_t *b, int n) {
-    int i = 0;
-#if defined(__F16C__) && defined(__AVX2__)
-    const __m256 sv = _mm256_set1_ps(scale), wv = _mm256_set1_ps(w);
-    for (; i + 8 <= n; i += 8) {
-        __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(acc + i)));
-        if (scale != 1.0f)  // llama.cpp rescales (and rounds) in a separate pass
-            a = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(a, sv), _MM_FROUND_TO_NEAREST_INT));
-        a = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), wv, a);
-        _mm_storeu_si128((__m128i *)(acc + i), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
-    }
-#endif
-    for (; i < n; i++) {
-        float a = fp16_to_f32(acc[i]);
-        if (scale != 1.0f) a = fp16_to_f32(f32_to_fp16(a * scale));
-        acc[i] = f32_to_fp16(a + w * fp16_to_f32(b[i]));
-    }
-}
-
-// Query heads attended together by one call: the heads of a kv head share
-// its K and V rows, and their accumulators are independent chains the CPU
-// overlaps (one head alone waits at every key for its fp16 accumulator's
-// round trip through memory). A 1288-token prefill of the 1B-shaped model on
-// one core: 19.0 s one head at a time, 17.3 s four.
-#define ATT_HEADS 4
-
-// nh <= ATT_HEADS consecutive query heads (q, out: [nh, head_dim]) that
-// read one kv head, against positions 0..n_keys-1 of a sequence whose block
-// table is `table`: out = softmax(q·Kᵀ·scale)·V, computed in one pass with a
-// running maximum (flash-attention style). k and v point at the kv head's
-// columns of pool row 0. The rounding follows llama.cpp's CPU path (q to
-// fp16, fp16 V accumulator) so that greedy outputs agree with it even where
-// logits nearly tie; each head's arithmetic is that of the head alone.
-// expf(x) for x <= 0, the same bits: below -104 expf's result is 0, which
-// glibc reaches through a slow underflow path (errno handling) that took
-// a quarter of the softmax time of a 512-token prefill.
-static inline float exp_neg(float x) { return x < -104.0f ? 0.0f : expf(x); }
-
-// A head's sink logit joins the softmax's sum S (not its output), after the
-// keys, as ggml's flash attention adds it: the output's rescale by ms.
-static float sink_rescale(const float *sinks, int h, float M, float *S) {
-    if (!sinks) return 1.0f;
-    const float s = sinks[h];
-    float ms = 1.0f, vs = 1.0f;
-    if (s > M) ms = exp_neg(M - s);
-    else vs = exp_neg(s - M);
-    *S = *S * ms + vs;
-    return ms;
-}
-
-// Keys [j0, n_keys) of a sequence whose block table is `table`: j0 > 0 when
-// a sliding window hides the earlier ones.
-static void attend_heads(float *out, const float *q, const uint16_t *k, const uint16_t *v, const int32_t *table,
-                         int j0, int n_keys, int kv_stride, int head_dim, int nh, const attn_cfg *ac, int h0) {
-    float qh[ATT_HEADS][1024], M[ATT_HEADS], S[ATT_HEADS];
-    uint16_t acc[ATT_HEADS][1024];
-    for (int h = 0; h < nh; h++) {
-        for (int d = 0; d < head_dim; d++) qh[h][d] = fp16_to_f32(f32_to_fp16(q[h * head_dim + d]));
-        memset(acc[h], 0, sizeof(uint16_t) * head_dim);
-        M[h] = -INFINITY, S[h] = 0;
-    }
-    const float scale = ac->scale;
-    for (int j = j0; j < n_keys; j++) {
-        const size_t row = ((size_t)table[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK) * kv_stride;
-        for (int h = 0; h < nh; h++) {
-            const float s = dot_f16(qh[h], k + row, head_dim) * scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M[h]) ms = exp_neg(M[h] - s), M[h] = s;
-            else vs = exp_neg(s - M[h]);
-            mad_f16(acc[h], ms, vs, v + row, head_dim);
-            S[h] = S[h] * ms + vs;
-        }
-    }
-    for (int h = 0; h < nh; h++) {
-        const float ms = sink_rescale(ac->sinks, h0 + h, M[h], &S[h]);
-        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        for (int d = 0; d < head_dim; d++) out[h * head_dim + d] = fp16_to_f32(acc[h][d]) * ms * inv;
-    }
-}
-
-static inline float half_to_float(uint16_t h) {
-#if defined(__F16C__)
-    return _cvtsh_ss(h);  // inline, where fp16_to_f32 is a call into quant.c
-#else
-    return fp16_to_f32(h);
-#endif
-}
-
-// Σ q[i]·d·k[i] over n values of a q8 row (n a multiple of 32; d: a scale per 32).
-static float dot_q8(const float *q, const int8_t *k, const uint16_t *d, int n) {
-#if defined(__AVX2__) && defined(__FMA__)
-    __m256 acc = _mm256_setzero_ps();
-    for (int e = 0; e < n; e += 32) {
-        __m256 blk = _mm256_setzero_ps();
-        for (int i = 0; i < 32; i += 8)
-            blk = _mm256_fmadd_ps(_mm256_loadu_ps(q + e + i),
-                                  _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(k + e + i)))), blk);
-        acc = _mm256_fmadd_ps(blk, _mm256_set1_ps(half_to_float(d[e / 32])), acc);
-    }
-    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    const __m128 t = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-#else
-    float s = 0;
-    for (int e = 0; e < n; e += 32) {
-        float blk = 0;
-        for (int i = e; i < e + 32; i++) blk += q[i] * (float)k[i];
-        s += blk * half_to_float(d[e / 32]);
-    }
-    return s;
-#endif
-}
-
-// acc[i] = acc[i]·ms + vs·d·v[i] over n values of a q8 row.
-static void mad_q8(float *acc, float ms, float vs, const int8_t *v, const uint16_t *d, int n) {
-    for (int e = 0; e < n; e += 32) {
-        const float w = vs * half_to_float(d[e / 32]);
-        for (int i = e; i < e + 32; i++) acc[i] = acc[i] * ms + w * (float)v[i];
-    }
-}
-
-// attend_heads for q8 K and V (see backend.h's KV_Q8) at column col of the
-// pools: the same online softmax over values d·q in float, with float
-// accumulators (llama.cpp's path for V types other than fp16).
-static void attend_heads_q8(float *out, const float *q, const uint8_t *kpool, const uint8_t *vpool,
-                            const int32_t *table, int j0, int n_keys, size_t row_bytes, int kv_dim, int col,
-                            int head_dim, int nh, const attn_cfg *ac, int h0) {
-    float acc[ATT_HEADS][1024], M[ATT_HEADS], S[ATT_HEADS];
-    for (int h = 0; h < nh; h++) memset(acc[h], 0, sizeof(float) * head_dim), M[h] = -INFINITY, S[h] = 0;
-    const float scale = ac->scale;
-#if defined(__SSE__)
-    // Weights e^(s - M) of far-off keys and the rescaled accumulators reach
-    // subnormal floats, which cost x86 a microcode assist per operation
-    // (decode at 1000 positions ran 8x slower): flush them to zero here,
-    // restoring the thread's mode after.
-    const unsigned csr = _mm_getcsr();
-    _mm_setcsr(csr | 0x8040);  // FTZ | DAZ
-#endif
-    for (int j = j0; j < n_keys; j++) {
-        const size_t row = ((size_t)table[j / KV_BLOCK] * KV_BLOCK + j % KV_BLOCK) * row_bytes;
-        const int8_t *kq = (const int8_t *)(kpool + row) + col, *vq = (const int8_t *)(vpool + row) + col;
-        const uint16_t *kd = (const uint16_t *)(kpool + row + kv_dim) + col / 32;
-        const uint16_t *vd = (const uint16_t *)(vpool + row + kv_dim) + col / 32;
-        for (int h = 0; h < nh; h++) {
-            const float s = dot_q8(q + h * head_dim, kq, kd, head_dim) * scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M[h]) ms = exp_neg(M[h] - s), M[h] = s;
-            else vs = exp_neg(s - M[h]);
-            mad_q8(acc[h], ms, vs, vq, vd, head_dim);
-            S[h] = S[h] * ms + vs;
-        }
-    }
-    for (int h = 0; h < nh; h++) {
-        const float ms = sink_rescale(ac->sinks, h0 + h, M[h], &S[h]);
-        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-        for (int d = 0; d < head_dim; d++) out[h * head_dim + d] = acc[h][d] * ms * inv;
-    }
-#if defined(__SSE__)
-    _mm_setcsr(csr);
-#endif
-}
-
-typedef struct {
-    float *out;
-    const float *q;
-    const void *kpool, *vpool;
-    const fwd_batch *fb;
-    int n_heads, n_kv_heads, head_dim, kv_type;
-    const attn_cfg *ac;
-} attention_job;
-
-// Work items [i0, i1): item i is (token i / units, kv head, a chunk of up to
-// ATT_HEADS of its query heads) with units = n_kv_heads * chunks.
-static void attention_items(void *ctx, int64_t i0, int64_t i1) {
-    const attention_job *j = ctx;
-    const int group = j->n_heads / j->n_kv_heads, kv_dim = j->n_kv_heads * j->head_dim;
-    const int chunks = (group + ATT_HEADS - 1) / ATT_HEADS, units = j->n_kv_heads * chunks;
-    const size_t row_bytes = kv_row_bytes(j->kv_type, kv_dim);
-    for (int64_t i = i0; i < i1; i++) {
-        const int t = (int)(i / units), u = (int)(i % units);
-        const int kvh = u / chunks, h = kvh * group + u % chunks * ATT_HEADS;
-        const int nh = group - u % chunks * ATT_HEADS < ATT_HEADS ? group - u % chunks * ATT_HEADS : ATT_HEADS;
-        const size_t off = ((size_t)t * j->n_heads + h) * j->head_dim, col = (size_t)kvh * j->head_dim;
-        const int32_t *table = j->fb->tables + (size_t)j->fb->seq[t] * j->fb->max_blocks;
-        const int len = j->fb->pos[t] + 1, w = j->ac->window, j0 = w > 0 && len > w ? len - w : 0;
-        if (j->kv_type == KV_Q8)
-            attend_heads_q8(j->out + off, j->q + off, j->kpool, j->vpool, table, j0, len, row_bytes, kv_dim, (int)col,
-                            j->head_dim, nh, j->ac, h);
-        else
-            attend_heads(j->out + off, j->q + off, (const uint16_t *)j->kpool + col, (const uint16_t *)j->vpool + col,
-                         table, j0, len, kv_dim, j->head_dim, nh, j->ac, h);
-    }
-}
-
 static void cpu_attention(backend *b, float *out, const float *q, const void *kpool,
                           const void *vpool, const fwd_batch *fb, int n_heads, int n_kv_heads,
                           int head_dim, int kv_type, const attn_cfg *ac) {
-    attention_job j = {out, q, kpool, vpool, fb, n_heads, n_kv_heads, head_dim, kv_type, ac};
-    const int units = n_kv_heads * ((n_heads / n_kv_heads + ATT_HEADS - 1) / ATT_HEADS);
-    par_for(b, (int64_t)fb->n * units, 1, 1, attention_items, &j);
+    attention_job j = {out, q, kpool, vpool, fb, n_heads, n_kv_heads, head_dim, kv_type, ac, NULL};
+    const size_t split = attention_split_bytes(&j, b->n_threads);
+    if (split) j.part = scratch(b, SCR_ATT, split);  // out of memory: not split, the same bits
+    par_for(b, attention_items_count(&j), 1, 1, attention_items, &j);
+    if (j.part) par_for(b, attention_merge_count(&j), 1, 1, attention_merge, &j);
 }
 
 typedef struct {
@@ -755,6 +525,7 @@ static int cpu_roofline(backend *b, double *mem_bw, double *gemm_flops, char *er
 
 const backend_ops cpu_backend = {
     .name = "cpu",
+    .host_weights = 1,
     .init = cpu_init,
     .free = cpu_free,
     .describe = cpu_describe,

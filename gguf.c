@@ -1,5 +1,5 @@
 // gguf.c — see gguf.h. A pure, bounds-checked parser over a byte buffer, plus
-// gguf_open, which mmaps a file and hands it to the parser.
+// gguf_open, which maps a file (mapping.c) and hands it to the parser.
 //
 // Nothing read from the buffer is trusted: every length and count is checked
 // against the bytes that remain before anything is read or allocated for it,
@@ -11,7 +11,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,9 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define GGUF_MAGIC 0x46554747u  // "GGUF" read as a little-endian u32
 #define GGUF_HEADER_BYTES 24    // magic, version, n_tensors, n_kv
@@ -417,33 +413,14 @@ int gguf_parse(gguf_file *f, const void *buf, size_t size, char *err) {
 
 int gguf_open(gguf_file *f, const char *path, char *err) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return errf(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return errf(err, "%s: cannot stat: %s", path, strerror(e));
-    }
-    const char *bad = S_ISDIR(st.st_mode) ? "is a directory, expected a GGUF file"
-                      : !S_ISREG(st.st_mode) ? "is not a regular file"
-                      : st.st_size == 0      ? "empty file (0 bytes), expected a GGUF file"
-                                             : NULL;
-    if (bad) {
-        close(fd);
-        return errf(err, "%s: %s", path, bad);
-    }
-    size_t size = (size_t)st.st_size;
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);  // the mapping keeps the file alive
-    if (m == MAP_FAILED) return errf(err, "%s: cannot mmap %zu bytes: %s", path, size, strerror(e));
+    file_map m;
+    if (map_open(&m, path, err)) return -1;
     char perr[ERR_LEN];
-    if (gguf_parse(f, m, size, perr) != 0) {
-        munmap(m, size);
+    if (gguf_parse(f, m.base, m.size, perr) != 0) {
+        map_close(&m);
         return errf(err, "%s: %s", path, perr);
     }
-    f->mapped = 1;
+    f->map = m;
     return 0;
 }
 
@@ -453,7 +430,7 @@ void gguf_close(gguf_file *f) {
     free(f->tensors);
     free(f->kv_index.slot);
     free(f->tensor_index.slot);
-    if (f->mapped && f->base) munmap((void *)f->base, f->size);
+    map_close(&f->map);
     memset(f, 0, sizeof *f);
 }
 

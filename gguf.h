@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mapping.h"
+
 enum gguf_vtype {
     GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3,
     GGUF_UINT32 = 4, GGUF_INT32 = 5, GGUF_FLOAT32 = 6, GGUF_BOOL = 7,
@@ -68,9 +70,9 @@ typedef struct {
 } gguf_index;
 
 typedef struct {
-    const uint8_t *base;  // the whole file (mmapped read-only by gguf_open)
+    const uint8_t *base;  // the whole file (mapped read-only by gguf_open)
     size_t size;
-    int mapped;           // 1 when gguf_close must munmap base
+    file_map map;         // gguf_open's mapping of base (zeroed after gguf_parse of a caller's buffer)
     uint32_t version;
     uint64_t n_kv;
     gguf_kv *kv;          // owned array of n_kv

@@ -348,6 +348,10 @@ static jnode *parse_subscript(parser *P, jnode *obj) {
     for (int i = 0; !is_op(P, "]"); i++) {
         if (i) expect_op(P, ",");
         jnode *part = parse_subscribed(P);
+        // x[a, b:c] keys x with a tuple holding a slice, which nothing can be
+        // indexed by (jinja2: a TypeError when it renders)
+        if ((i >= 1 && part->kind == N_SLICE) || (i == 1 && key->kind == N_SLICE))
+            pfail(P, "a slice inside a tuple subscript ('[a, b:c]') indexes nothing");
         if (i == 1) {
             jnode *t = node(P, N_TUPLE, line);
             add_kid(P, t, key);

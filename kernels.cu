@@ -439,6 +439,7 @@ static size_t cuda_mem_available(backend *b) {
 
 extern "C" const backend_ops cuda_backend = {
     .name = "cuda",
+    .host_weights = 0,  // upload copies each weight to the device
     .init = cuda_init,
     .free = cuda_free,
     .describe = cuda_describe,

@@ -1012,6 +1012,10 @@ static int cmd_bench(int argc, char **argv) {
         printf("mixture of experts: %d of %d experts a token: %.1f MB of weights read per token (active), "
                "%.1f MB in all\n", c->n_expert_used, c->n_expert, model_weight_bytes(m) / 1e6,
                model_total_weight_bytes(m) / 1e6);
+    const long long huge = model_huge_page_bytes(m);
+    if (huge >= 0)  // 4 KiB pages cost the CPU's decode a TLB miss every 4 KiB (mapping.c)
+        printf("model file: %.1f MB, %.0f%% of it mapped in 2 MiB pages\n", model_gguf(m)->size / 1e6,
+               100.0 * (double)huge / (double)model_gguf(m)->size);
     double bw, peak, bw_after = 0;  // bytes/s the decode is measured against; GEMM FLOP/s (device only)
     if (model_roofline(m, &bw, &peak, err)) die("%s", err);
     const int device = model_on_device(m);

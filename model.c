@@ -45,6 +45,7 @@ struct model {
     int32_t *layer_idx;      // [n_layers] layer l's index in its cache (kv_swa when it slides)
     size_t weight_bytes;     // bytes one decode step reads (an MoE: the average token's)
     size_t total_bytes;      // bytes of all weights
+    long long huge_bytes;    // bytes of the file mapped in 2 MiB pages (-1: not known or not mapped here)
     moe_ctx moe;             // the MoE block's activations (cfg.n_expert > 0)
     // activations: one backend allocation carved into these, for n_batch tokens
     int n_batch;
@@ -399,6 +400,13 @@ static int init_context(model *m, const model_opts *o, char *err) {
     return alloc_activations(m, limit, err);
 }
 
+// A backend that computes from the mapping reads all of it on every decode
+// step: fault it in now, in 2 MiB pages where the kernel can.
+static int populate_weights(model *m, char *err) {
+    m->huge_bytes = -1;
+    return m->ops->host_weights ? map_populate(&m->gguf.map, &m->huge_bytes, err) : 0;
+}
+
 int model_load(model **out, const char *path, const model_opts *o, char *err) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
@@ -410,7 +418,7 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
     }
     char e2[ERR_LEN];
     if (arch_read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
-        load_weights(m, e2) || init_context(m, o, e2)) {
+        load_weights(m, e2) || populate_weights(m, e2) || init_context(m, o, e2)) {
         errf(err, "%s: %s", path, e2);
         model_free(m);
         return -1;
@@ -437,6 +445,7 @@ const gguf_file *model_gguf(const model *m) { return &m->gguf; }
 const char *model_backend_desc(model *m) { return m->ops->describe(m->be); }
 size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 size_t model_total_weight_bytes(const model *m) { return m->total_bytes; }
+long long model_huge_page_bytes(const model *m) { return m->huge_bytes; }
 
 // ---- forward --------------------------------------------------------------
 

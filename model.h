@@ -46,6 +46,9 @@ const char *model_backend_desc(model *m);
 size_t model_weight_bytes(const model *m);
 // Bytes of all weights (the output projection included; of an MoE, every expert).
 size_t model_total_weight_bytes(const model *m);
+// Bytes of the model file the CPU backend reads through 2 MiB pages (see
+// mapping.c); -1 where not known, or the weights live on a device.
+long long model_huge_page_bytes(const model *m);
 
 // Runs n tokens at positions model_len(m) .. +n-1 of sequence 0 (which
 // exists from model_load) and appends them to its KV cache. Writes logits of

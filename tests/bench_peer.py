@@ -1,14 +1,15 @@
 """quill beside llama.cpp on the same files, same machine, interleaved rounds.
 
 usage: bench_peer.py [--rounds 5] [--types Q4_K_M,Q4_K,Q5_K_M,Q6_K,Q8_0,Q4_0]
-                     [--shape llama-3.2-1b] [-t 2] [--prompts 128,512] [-n 64]
+                     [--shape llama-3.2-1b] [-t 2] [--prompts 128,512] [-n 64] [--depths 0,512]
                      [--quill build/quill] [--peer LLAMA_BENCH] [--build-peer]
                      [--models DIR] [--shared ../shared]
 
 Each round runs, for every type, `quill bench` and llama.cpp's `llama-bench`
 (in alternating order) on the same synthetic model (models/synth.py, written
 once into --models), and keeps each run's tokens/s for prefill of each prompt
-length and decode (tg). A run that another process disturbed is run again
+length and decode (tg) after a context of each depth (llama-bench -d; quill
+bench -p DEPTH: the decode reads that many positions of KV, as llama's does). A run that another process disturbed is run again
 (up to 3 times): /proc/stat's busy and steal time during the run, minus the
 run's own CPU time, must stay under 5% of the machine. Prints every round,
 then per metric the medians and quill's ratio to llama.cpp: the median of
@@ -101,31 +102,42 @@ def timed(cmd):
     return out, others
 
 
+def tg_key(args, d):
+    return "tg%d" % args.n + ("@d%d" % d if d else "")
+
+
 def run_quill(args, model, prompts):
-    """{"pp128": tok/s, ..., "tg64": tok/s}, the bandwidth, and the disturbance."""
+    """{"pp128": tok/s, ..., "tg64": tok/s, "tg64@d512": ...}, the bandwidth, and the disturbance.
+    quill bench decodes after its prompt: -p P -n 1 measures prefill, -p D -n N decode
+    at depth D (llama-bench's tg at -d D; at depth 0 a one-token prompt)."""
     res, worst, bws = {}, 0.0, []
     with tempfile.TemporaryDirectory() as tmp:
         js = os.path.join(tmp, "stats.json")
-        for i, p in enumerate(prompts):
-            _, others = timed([args.quill, "bench", "-m", model, "-p", str(p), "-n", str(args.n if i == 0 else 1),
+        runs = [("pp", p, 1) for p in prompts] + [("tg", d, args.n) for d in args.depths]
+        for kind, p, n in runs:
+            _, others = timed([args.quill, "bench", "-m", model, "-p", str(max(p, 1)), "-n", str(n),
                                "-t", str(args.threads), "--stats-json", js])
             with open(js) as f:
                 s = json.load(f)
-            res["pp%d" % p] = s["prefill_tok_s"]
-            if i == 0:
-                res["tg%d" % args.n] = s["decode_tok_s"]
-                bws = [s["bandwidth_before"] / 1e9, s["bandwidth_after"] / 1e9]
+            if kind == "pp":
+                res["pp%d" % p] = s["prefill_tok_s"]
+            else:
+                res[tg_key(args, p)] = s["decode_tok_s"]
+                bws = bws or [s["bandwidth_before"] / 1e9, s["bandwidth_after"] / 1e9]
             worst = max(worst, others)
     return res, bws, worst
 
 
 def run_peer(args, peer, model, prompts):
     out, others = timed([peer, "-m", model, "-p", ",".join(map(str, prompts)), "-n", str(args.n),
-                         "-t", str(args.threads), "-r", "1", "-o", "json"])
+                         "-d", ",".join(map(str, args.depths)), "-t", str(args.threads), "-r", "1", "-o", "json"])
     res = {}
     for t in json.loads(out):
-        key = "pp%d" % t["n_prompt"] if t["n_gen"] == 0 else "tg%d" % t["n_gen"]
-        res[key] = t["avg_ts"]
+        d = t.get("n_depth", 0)
+        if t["n_gen"] == 0 and d == args.depths[0]:  # its prompts run at every depth: the first's
+            res["pp%d" % t["n_prompt"]] = t["avg_ts"]
+        elif t["n_gen"]:
+            res[tg_key(args, d)] = t["avg_ts"]
     return res, others
 
 
@@ -148,6 +160,7 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=NCPU)
     ap.add_argument("--prompts", default="128,512")
     ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("--depths", default="0,512", help="context depths of the decode runs")
     ap.add_argument("--quill", default=os.path.join(ROOT, "build", "quill"))
     ap.add_argument("--peer")
     ap.add_argument("--build-peer", action="store_true")
@@ -156,6 +169,7 @@ def main():
     args = ap.parse_args()
     peer = find_peer(args)
     types, prompts = args.types.split(","), [int(p) for p in args.prompts.split(",")]
+    args.depths = [int(d) for d in args.depths.split(",")]
     models = {}
     for ty in types:
         f = os.path.join(args.models, "synth-%s-%s.gguf" % (args.shape, ty))
@@ -163,7 +177,7 @@ def main():
             subprocess.run([sys.executable, os.path.join(ROOT, "models", "synth.py"), "--shape", args.shape,
                             "--type", ty, "--shared", args.shared, "-o", f], check=True)
         models[ty] = f
-    metrics = ["pp%d" % p for p in prompts] + ["tg%d" % args.n]
+    metrics = ["pp%d" % p for p in prompts] + [tg_key(args, d) for d in args.depths]
     rows = {(ty, m): ([], []) for ty in types for m in metrics}  # (quill runs, llama.cpp runs)
     print("quill %s vs llama.cpp %s: %s, %d threads, %d rounds (tok/s; * = run disturbed by another process)"
           % (args.quill, peer, args.shape, args.threads, args.rounds))
@@ -189,12 +203,12 @@ def main():
             print("round %d %-7s %s | bandwidth %.1f / %.1f GB/s" % (r + 1, ty, " | ".join(line), bws[0], bws[1]),
                   flush=True)
     print("\nmedians of %d rounds (tok/s; ratio: the median of the rounds' quill / llama.cpp)" % args.rounds)
-    print("%-7s %-6s %10s %10s %7s" % ("type", "test", "quill", "llama.cpp", "ratio"))
+    print("%-7s %-9s %10s %10s %7s" % ("type", "test", "quill", "llama.cpp", "ratio"))
     for ty in types:
         for m in metrics:
             qs, ps = rows[(ty, m)]
             ratio = statistics.median(q / p for q, p in zip(qs, ps))
-            print("%-7s %-6s %10.1f %10.1f %7.2f" % (ty, m, statistics.median(qs), statistics.median(ps), ratio))
+            print("%-7s %-9s %10.1f %10.1f %7.2f" % (ty, m, statistics.median(qs), statistics.median(ps), ratio))
 
 
 if __name__ == "__main__":

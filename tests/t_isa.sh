@@ -2,7 +2,8 @@
 # tests/t_isa.sh — the three q_matmul implementations (quant_avx512.c, quant_avx2.c,
 # portable C) compute the same bits, so quill's products do not depend on the
 # machine it was built for (the goldens this build passes also pass in an
-# x86-64-v3 and a no-SIMD build).
+# x86-64-v3 and a no-SIMD build); so do the three builds of the CPU attention
+# (cpu_attention.c, test_attention --dump).
 #   env: BUILD (build). Run from the repo root; exit 0 = pass.
 #
 # test_quant --dump prints a hash of q_matmul's output for 800 products over
@@ -25,17 +26,21 @@ flavours=("portable:-O3")
 if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
     flavours+=("avx2:-O3 -march=x86-64-v3")
 fi
+"$BUILD/tests/test_attention" --dump >"$tmp/att_this.txt" || { echo "FAIL test_attention --dump"; exit 1; }
 for f in "${flavours[@]}"; do
     name=${f%%:*}
     # shellcheck disable=SC2086  # the flags are words
-    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread; then
-        echo "FAIL could not compile the $name copy of test_quant"
+    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread ||
+        ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/ta_$name" tests/test_attention.c cpu_attention.c quant*.c threads.c util.c -lm -lpthread; then
+        echo "FAIL could not compile the $name copies of test_quant and test_attention"
         fail=1
         continue
     fi
     "$tmp/tq_$name" --dump >"$tmp/$name.txt"
     check "$name copy ($(head -1 "$tmp/$name.txt")): the same bits as this build" \
         cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/$name.txt")
+    "$tmp/ta_$name" --dump >"$tmp/att_$name.txt"
+    check "$name copy of the CPU attention: the same bits as this build" cmp -s "$tmp/att_this.txt" "$tmp/att_$name.txt"
 done
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
     if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread &&

@@ -54,10 +54,10 @@ for sig in INT TERM; do
     check "SIG$sig in decode: the text is valid UTF-8" valid_utf8 "$tmp/out"
 done
 
-# ---- prefill: 3,500 prompt tokens (passes of 2048) with a prompt cache to write
-"$PY" -c "print('Once upon a time there was a girl. ' * 350)" >"$tmp/long.txt"
+# ---- prefill: 15,400 prompt tokens (passes of 2048, seconds of work) with a prompt cache to write
+"$PY" -c "print('Once upon a time there was a girl. ' * 1400)" >"$tmp/long.txt"
 fresh
-"$QUILL" -m "$M" -c 4096 -n 10 --prompt-cache "$tmp/pc" --stats-json "$tmp/stats" -f "$tmp/long.txt" \
+"$QUILL" -m "$M" -c 16384 -n 10 --prompt-cache "$tmp/pc" --stats-json "$tmp/stats" -f "$tmp/long.txt" \
     >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 wait_for 60 running_quill $pid
@@ -71,7 +71,7 @@ check "SIGTERM in prefill: no prompt cache written (not even a temp file)" \
 
 # ---- a second signal kills at once (here during the long prefill)
 fresh
-"$QUILL" -m "$M" -c 4096 -n 10 -f "$tmp/long.txt" >"$tmp/out" 2>"$tmp/err" &
+"$QUILL" -m "$M" -c 16384 -n 10 -f "$tmp/long.txt" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 wait_for 60 running_quill $pid
 sleep 0.3

@@ -6,7 +6,8 @@
 //    the CPU can run (the others are listed as skipped): the CPU generates 24
 //    greedy tokens; the GPU runs the same tokens in one pass
 //    and its logits must match the CPU's at every step (NMSE), with the same
-//    argmax wherever the CPU's top-2 margin exceeds the backends' difference.
+//    argmax wherever the CPU's top-2 margin exceeds the backends' difference
+//    (margin_noise).
 //    With fp16 KV caches, and again with q8 ones (--kv q8) where the model's
 //    head size allows them (a multiple of 32).
 //    A mixture of experts' device run takes the CPU's choice of experts
@@ -18,9 +19,11 @@
 //    device-side argmax, only the id copied back. Where the text differs, the
 //    first token where the GPU leaves the CPU's continuation is shown with the
 //    CPU's margin for its token and the GPU's for its own: when the two margins
-//    together are within the backends' logit noise (3 × RMS difference at that
+//    together are within the backends' logit noise (margin_noise at that
 //    step) it is a near tie that rounding may flip, reported as TIE and not
-//    counted as a failure; anything else fails.
+//    counted as a failure; anything else fails. Where the GPU continues
+//    exactly as the CPU does, the CPU's own parting from the golden is left
+//    to tests/golden.py (which asks a float64 reference whether it is a near tie).
 // Without a GPU (or in a CPU-only build) it prints that it was skipped.
 // QUILL_TEST_DEVICE=cpu runs the "GPU" side on cpu.c: a check of this harness
 // without a GPU (every comparison is then exact but on Q4_K models, whose
@@ -80,6 +83,12 @@ static double rms_diff(const float *x, const float *y, int n) {
     for (int i = 0; i < n; i++) s += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
     return sqrt(s / n);
 }
+
+// How far the backends' rounding may move a top-2 margin: 3 standard
+// deviations of the difference of two logits' errors, each of RMS size,
+// so 3·√2·RMS (3·RMS is one logit's, and failed flips of a margin 2.4
+// standard deviations wide).
+static double margin_noise(const float *x, const float *y, int n) { return 3.0 * sqrt(2.0) * rms_diff(x, y, n); }
 
 static double nmse(const float *got, const float *want, int n) {
     double e = 0, s = 0;
@@ -185,7 +194,7 @@ static void compare_model(const char *path, int kv_type, const model_config *cfg
         int hard = 0, flips = 0;
         for (int j = 0; j < k; j++) {
             const float *c = Lc + (size_t)j * V, *g = Lg + (size_t)(n - 1 + j) * V;
-            const double e = nmse(g, c, V), noise = 3 * rms_diff(g, c, V);
+            const double e = nmse(g, c, V), noise = margin_noise(g, c, V);
             int ca, cb, ga, gb;
             top2(c, V, &ca, &cb), top2(g, V, &ga, &gb);
             worst = e > worst ? e : worst;
@@ -259,9 +268,11 @@ static void diagnose(model *mc, model *mg, int32_t *ids, int n, const int32_t *c
     char err[ERR_LEN];
     int j = 0;
     while (j < k && c[j] == g[j]) j++;
-    if (j == k) {
-        printf("     the GPU continues as the CPU does: the CPU differs from the golden too\n");
-        n_failed++;
+    if (j == k) {  // the CUDA backend computes what the reference backend does; whether
+                   // the CPU may part from llama.cpp there is tests/golden.py's to judge
+                   // (a float64 reference's near tie, or a failure in the CPU's own tests)
+        printf("     the GPU continues as the CPU does: the CPU's own difference from the golden is "
+               "tests/t_golden_continuations.sh's to judge\n");
         return;
     }
     memcpy(ids + n, c, sizeof(int32_t) * j);
@@ -271,7 +282,7 @@ static void diagnose(model *mc, model *mg, int32_t *ids, int n, const int32_t *c
         n_failed++;
     } else {
         const int V = model_cfg(mc)->n_vocab;
-        const double cm = (double)lc[c[j]] - lc[g[j]], gm = (double)lg[g[j]] - lg[c[j]], noise = 3 * rms_diff(lc, lg, V);
+        const double cm = (double)lc[c[j]] - lc[g[j]], gm = (double)lg[g[j]] - lg[c[j]], noise = margin_noise(lc, lg, V);
         const int tie = cm + gm <= noise;
         printf("     token %d: cpu %d (margin %.5f over %d), cuda %d (margin %.5f over %d); noise %.5f: %s\n", j, c[j],
                cm, g[j], g[j], gm, c[j], noise, tie ? "a near tie" : "beyond the noise");

@@ -803,6 +803,44 @@ static void test_open_errors(const char *shared) {
     unlink(tmp);
 }
 
+// mapping.c: the file lands at a 2 MiB-aligned address (2 MiB pages need
+// it), and map_populate, which may map the file again in place after
+// dropping its page cache, leaves the same bytes at the same address. The
+// share of 2 MiB pages depends on the kernel and filesystem: printed only.
+static void test_mapping(void) {
+    printf("mapping:\n");
+    char tmp[] = "/tmp/test_map_XXXXXX";
+    const int fd = mkstemp(tmp);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    const size_t n = (size_t)13 << 20;  // 6.5 huge pages: the re-read path runs for files of 8 MiB and up
+    uint8_t *want = malloc(n);
+    uint64_t r = 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; want && i < n; i++) r ^= r << 13, r ^= r >> 7, r ^= r << 17, want[i] = (uint8_t)r;
+    for (size_t off = 0; want && off < n; off += 65536)  // small writes: small page-cache folios
+        CHECK(write(fd, want + off, 65536) == 65536, "write");
+    CHECK(fsync(fd) == 0, "fsync");  // clean pages, which the page cache can drop
+    file_map m;
+    char err[ERR_LEN];
+    CHECK(map_open(&m, tmp, err) == 0, "%s", err);
+    if (m.base && want) {
+        CHECK(((uintptr_t)m.base & (((uintptr_t)2 << 20) - 1)) == 0, "base %p is not 2 MiB-aligned", (void *)m.base);
+        const uint8_t *before = m.base;
+        long long huge = 0;
+        CHECK(map_populate(&m, &huge, err) == 0, "%s", err);
+        CHECK(m.base == before && m.size == n && memcmp(m.base, want, n) == 0, "the mapping changed in map_populate");
+        CHECK(huge >= -1 && huge <= (long long)n, "%lld bytes in 2 MiB pages of %zu", huge, n);
+        printf("  %zu bytes, %lld of them in 2 MiB pages after map_populate\n", n, huge);
+        CHECK(map_populate(&m, &huge, err) == 0 && memcmp(m.base, want, n) == 0, "a second map_populate");
+    }
+    map_close(&m);
+    CHECK(m.base == NULL, "map_close leaves the map zeroed");
+    map_close(&m);  // twice: nothing to do
+    free(want);
+    close(fd);
+    unlink(tmp);
+}
+
 int main(void) {
     const char *shared = getenv("SHARED");
     if (!shared || !*shared) shared = "../shared";
@@ -813,6 +851,7 @@ int main(void) {
     test_alignment_mutations();
     test_tensor_mutations();
     test_open_errors(shared);
+    test_mapping();
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/models/gguf/stories260K-Q8_0.gguf", shared);
     if (access(probe, R_OK) == 0) {

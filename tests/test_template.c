@@ -75,6 +75,9 @@ static void test_errors(void) {
     expect_error("raise_exception", "{% if true %}\n{{ raise_exception('roles must alternate') }}{% endif %}", "{}", NULL,
                  "line 2: roles must alternate");
     expect_error("undefined attribute", "{{ a.b.c }}", "{\"a\": {}}", NULL, "'dict object' has no attribute 'b'");
+    // a tuple key with a slice in it once reached the evaluator as a slice of nothing (fuzz_template)
+    expect_error("slice in a tuple subscript", "{{ a[1, :] }}", "{\"a\": [1, 2]}", NULL, "slice inside a tuple");
+    expect_error("slice first in a tuple subscript", "{{ a[:1, 0] }}", "{\"a\": [1, 2]}", NULL, "slice inside a tuple");
     expect_error("sandbox", "{% set l = [] %}{{ l.append(1) }}", "{}", NULL, "unsafe");
     expect_error("not UTF-8", "\xff{{ 1 }}", "{}", NULL, "not valid UTF-8");
     expect_error("variables not an object", "x", "[1]", NULL, "JSON object");
