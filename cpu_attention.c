@@ -41,7 +41,6 @@
 #define ATT_STATE 2048     // floats of accumulators one work item keeps: its query heads × head_dim
 #define ATT_GROUP 16       // keys whose rows are converted to float together (a 16-lane tile)
 #define ATT_MAX_HEADS 64   // query heads of one work item
-#define MAX_HEAD_DIM 1024
 
 // ---- v16: 16 float lanes ----------------------------------------------------
 
@@ -351,13 +350,13 @@ static void group_scores(const att_slice *sl, const float *q, const size_t *rows
 }
 
 // st->acc of every head += its weights s[h][g0 + j] times the group's V rows
-// j < n, each head's accumulators first scaled by r[h] (1: not at all).
+// j < n, each head's accumulators first scaled by r[h] (r NULL: not at all).
 static void group_add(const att_slice *sl, const size_t *rows, int n, float s[][ATT_CHUNK], int g0,
                       const float *r, att_state *st, float *buf) {
     const int nh = sl->nh, hd = sl->hd, w = sl->nkv * sl->hd;
     group_values(sl, sl->j->vpool, rows, n, buf);
     for (int h = 0; h < nh; h++)
-        add_values(st->acc + (size_t)h * hd, r[h], s[h] + g0, buf + (size_t)((sl->h0 + h) / sl->hq - sl->kv0) * hd,
+        add_values(st->acc + (size_t)h * hd, r ? r[h] : 1.0f, s[h] + g0, buf + (size_t)((sl->h0 + h) / sl->hq - sl->kv0) * hd,
                    (size_t)w, n, hd);
 }
 
@@ -379,11 +378,11 @@ static void range_state(const att_slice *sl, const float *q, const int32_t *tabl
             group_scores(sl, q, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, buf);
         }
         // s becomes the weights e^(s - M), the last 16 lanes padded with e^-inf = 0
-        float r[ATT_MAX_HEADS], one[ATT_MAX_HEADS];  // e^(M_before - M): rescales what came before
+        float r[ATT_MAX_HEADS];  // e^(M_before - M): rescales what came before
         for (int h = 0; h < nh; h++) {
             float m = st->M[h];
             for (int j = 0; j < cn; j++) m = s[h][j] > m ? s[h][j] : m;
-            r[h] = exp_neg(st->M[h] - m), one[h] = 1.0f;
+            r[h] = exp_neg(st->M[h] - m);
             st->M[h] = m;
             for (int j = cn; j % 16; j++) s[h][j] = -INFINITY;
             v16 sum = v_set1(0.0f);
@@ -395,7 +394,7 @@ static void range_state(const att_slice *sl, const float *q, const int32_t *tabl
             st->S[h] = st->S[h] * r[h] + v_sum(sum);
         }
         for (int g = 0; g < cn; g += ATT_GROUP) {
-            group_add(sl, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, g ? one : r, st, buf);
+            group_add(sl, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, g ? NULL : r, st, buf);
         }
     }
 }

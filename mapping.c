@@ -25,6 +25,10 @@
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
+// p rounded down / up to a 2 MiB boundary.
+static uintptr_t huge_down(const void *p) { return (uintptr_t)p & ~(uintptr_t)(HUGE_PAGE - 1); }
+static uintptr_t huge_up(const void *p) { return huge_down((const uint8_t *)p + HUGE_PAGE - 1); }
+
 int map_open(file_map *m, const char *path, char *err) {
     memset(m, 0, sizeof *m);
     const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -51,7 +55,7 @@ int map_open(file_map *m, const char *path, char *err) {
     int e = ENOMEM;
     uint8_t *r = size > SIZE_MAX / 2 ? MAP_FAILED : mmap(NULL, span + HUGE_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (r != MAP_FAILED) {
-        a = (uint8_t *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+        a = (uint8_t *)huge_up(r);
         if (mmap(a, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
             e = errno;
             munmap(r, span + HUGE_PAGE);
@@ -141,7 +145,6 @@ int map_populate(file_map *m, long long *huge, char *err) {
 }
 
 void map_advise_huge(void *p, size_t n) {
-    const uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    const uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_PAGE - 1);
+    const uintptr_t a = huge_up(p), e = huge_down((const uint8_t *)p + n);
     if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
