@@ -127,20 +127,28 @@ ALWAYS_INLINE void half_unpack(uint32_t type, const uint8_t *blocks, half_regs *
 
 // One half of one unit of one token (a: the unit's activations).
 ALWAYS_INLINE __m256 half_token(uint32_t type, const half_regs *r, const uint8_t *a, int h, __m256 acc) {
-    __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-    for (int v = 0; v < 8; v += 2) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 64 + 32 * h));
-        if (type == Q_Q8_0 || q_is_lut(type)) {  // signed weights: |w| times x with w's sign
+    __m256i i;
+    if (type == Q_Q8_0 || q_is_lut(type)) {  // signed weights: |w| times x with w's sign
+        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+        for (int v = 0; v < 8; v += 2) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 64 + 32 * h));
             i0 = _mm256_add_epi32(i0, dot_u8s8(_mm256_sign_epi8(r->q[v], r->q[v]), _mm256_sign_epi8(x0, r->q[v])));
             i1 = _mm256_add_epi32(i1, dot_u8s8(_mm256_sign_epi8(r->q[v + 1], r->q[v + 1]),
                                                _mm256_sign_epi8(x1, r->q[v + 1])));
-        } else {
-            i0 = _mm256_add_epi32(i0, dot_u8s8(r->q[v], x0));
-            i1 = _mm256_add_epi32(i1, dot_u8s8(r->q[v + 1], x1));
+        }
+        i = _mm256_add_epi32(i0, i1);
+    } else {  // unsigned weights: the int16 pair sums add up while they stay below 2^15 (|x| <= 127):
+              // 16 products of 4-bit weights, 8 of 5-bit ones
+        const int run = type == Q_Q5_0 || type == Q_Q5_1 ? 4 : 8;
+        i = _mm256_setzero_si256();
+        for (int v0 = 0; v0 < 8; v0 += run) {
+            __m256i p = _mm256_setzero_si256();
+            for (int v = v0; v < v0 + run; v++)
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(r->q[v], _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h))));
+            i = _mm256_add_epi32(i, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
         }
     }
-    __m256i i = _mm256_add_epi32(i0, i1);
     const __m256i w = _mm256_loadu_si256((const __m256i *)(a + UNIT_W + 32 * h));
     // Q4_0/Q5_0 take q - 8 / q - 16: the word is c = -128 Σx, so subtract 8 Σx = -c / 16 (16 Σx = -c / 8)
     if (type == Q_Q4_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 4));
@@ -177,13 +185,16 @@ ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, in
 
 
 // The integer dots of half h (groups 8h..8h+7) of a K16 record r with the
-// unsigned quants q[v] (lane g: its 4v..4v+3).
-ALWAYS_INLINE __m256i k16_dots_avx2(const __m256i q[4], const uint8_t *r, int h) {
-    __m256i i0 = dot_u8s8(q[0], _mm256_loadu_si256((const __m256i *)(r + 32 * h)));
-    __m256i i1 = dot_u8s8(q[1], _mm256_loadu_si256((const __m256i *)(r + 64 + 32 * h)));
-    i0 = _mm256_add_epi32(i0, dot_u8s8(q[2], _mm256_loadu_si256((const __m256i *)(r + 128 + 32 * h))));
-    i1 = _mm256_add_epi32(i1, dot_u8s8(q[3], _mm256_loadu_si256((const __m256i *)(r + 192 + 32 * h))));
-    return _mm256_add_epi32(i0, i1);
+// unsigned quants q[v] (lane g: its 4v..4v+3). The int16 pair sums add up
+// while they stay below 2^15 (|x| <= 127): two vectors of Q6_K's 6-bit
+// quants, all four of Q3_K's and Q2_K's.
+ALWAYS_INLINE __m256i k16_dots_avx2(uint32_t type, const __m256i q[4], const uint8_t *r, int h) {
+    __m256i p[4];
+    for (int v = 0; v < 4; v++) p[v] = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(r + 64 * v + 32 * h)));
+    const __m256i one = _mm256_set1_epi16(1);
+    if (type != Q_Q6_K) return _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])), one);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), one),
+                            _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), one));
 }
 
 // Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
@@ -228,7 +239,7 @@ ALWAYS_INLINE void q6k_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int
             const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
             const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
             for (int h = 0; h < 2; h++) {
-                const __m256i i = _mm256_add_epi32(k16_dots_avx2(q[h], r, h),
+                const __m256i i = _mm256_add_epi32(k16_dots_avx2(type, q[h], r, h),
                                                    _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h)));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
             }
@@ -292,7 +303,7 @@ ALWAYS_INLINE void k16_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int
             const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
             for (int h = 0; h < 2; h++) {
                 const __m256i c = _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h));
-                __m256i i = k16_dots_avx2(q[h], r, h);
+                __m256i i = k16_dots_avx2(type, q[h], r, h);
                 if (type == Q_Q3_K) i = _mm256_add_epi32(i, c);
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
                 if (type == Q_Q2_K) acc[t][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(m[h], dx), acc[t][h]);
@@ -357,13 +368,7 @@ ALWAYS_INLINE void float_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, i
 }
 
 
-// Q4_K and Q5_K: the integer sums of one super-block (k4_ints_c).
-
-// The lane sums of four vectors (integers: exact in any order).
-ALWAYS_INLINE __m128i hsum4_i32_avx2(const __m256i P[4]) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(P[0], P[1]), _mm256_hadd_epi32(P[2], P[3]));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
+// Q4_K and Q5_K for one token (decode): k4_decode8_avx2 below.
 
 // Bit s of each byte of qh moved to bit 4 (the 5th bit of sub-block s's weights).
 ALWAYS_INLINE __m256i k4_bit4_avx2(__m256i qh, int s) {
@@ -371,33 +376,90 @@ ALWAYS_INLINE __m256i k4_bit4_avx2(__m256i qh, int s) {
     return _mm256_and_si256(hb, _mm256_set1_epi8(0x10));
 }
 
-ALWAYS_INLINE void k4_ints_avx2(uint32_t type, const uint8_t *blk, const uint8_t *rec, int32_t I[4], int32_t M[4]) {
-    uint32_t wd[4];
-    k4_scale_words(((const block_q4_K *)blk)->scales, wd);
-    // the 8 scales as int16, in both 128-bit lanes; the 8 mins as int16
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)wd)));
-    const __m128i mn = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(wd + 2)));
-    _mm_storeu_si128((__m128i *)M, _mm_madd_epi16(mn, _mm_loadu_si128((const __m128i *)(rec + K4_PAIRS))));
+// One row's integers of one super-block (blk) against one token's record:
+// lanes 0..3 of the result sum to I, lanes 4..7 to M (k4_chain). The 6-bit
+// scales unpack in one 128-bit vector (as q4k_scales4 does per lane):
+// bytes 0..7 = sc[0..7], 8..15 = mn[0..7].
+ALWAYS_INLINE __m256i k4_row_avx2(uint32_t type, const uint8_t *blk, const uint8_t *rec) {
+    const __m128i z = _mm_loadu_si128((const __m128i *)blk);  // d | dmin << 16, then the 12 scale bytes
+    const __m128i p = _mm_srlv_epi32(_mm_shuffle_epi32(z, _MM_SHUFFLE(3, 2, 3, 1)), _mm_setr_epi32(0, 0, 0, 4));
+    const __m128i q = _mm_srlv_epi32(_mm_shuffle_epi32(z, _MM_SHUFFLE(2, 2, 1, 1)), _mm_setr_epi32(0, 2, 0, 2));
+    const __m128i s = _mm_or_si128(_mm_and_si128(p, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                                   _mm_and_si128(q, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m256i sc = _mm256_broadcastsi128_si256(s);
+    // M: the mins (int16, upper 128 bits) against the K4_PAIRS words (the lower 128 bits face zeros)
+    const __m256i M = _mm256_madd_epi16(_mm256_cvtepu8_epi16(s), _mm256_loadu_si256((const __m256i *)(rec + K4_PAIRS - 16)));
     const __m256i m4 = _mm256_set1_epi8(15);
     const uint8_t *qs = blk + k4_qs_off(type);
     const __m256i qh = type == Q_Q5_K ? _mm256_loadu_si256((const __m256i *)(blk + K4_QH_OFF)) : _mm256_setzero_si256();
-    __m256i P[4];  // P[p]: sub-blocks 2p (low nibbles of qs[32p..]) and 2p + 1 (high), scaled
-    for (int p = 0; p < 4; p++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * p));
-        __m256i wlo = _mm256_and_si256(q, m4), whi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    __m256i I = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {  // sub-blocks 2c (low nibbles of qs[32c..]) and 2c + 1 (high)
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i wlo = _mm256_and_si256(w, m4), whi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
         if (type == Q_Q5_K) {
-            wlo = _mm256_or_si256(wlo, k4_bit4_avx2(qh, 2 * p));
-            whi = _mm256_or_si256(whi, k4_bit4_avx2(qh, 2 * p + 1));
+            wlo = _mm256_or_si256(wlo, k4_bit4_avx2(qh, 2 * c));
+            whi = _mm256_or_si256(whi, k4_bit4_avx2(qh, 2 * c + 1));
         }
-        const __m256i lo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p)));
-        const __m256i hi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * p + 1)));
-        // scale 2p (2p + 1) in every int16: bytes 4p, 4p + 1 (4p + 2, 4p + 3) of each lane
-        const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(4 * p | (4 * p + 1) << 8)));
-        const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((4 * p + 2) | (4 * p + 3) << 8)));
-        P[p] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wlo, lo), s_lo),
-                                _mm256_madd_epi16(_mm256_maddubs_epi16(whi, hi), s_hi));
+        // sc[s] in every int16 (a zero high byte)
+        const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(2 * c | 0x8000)));
+        const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((2 * c + 1) | 0x8000)));
+        const __m256i lo = _mm256_maddubs_epi16(wlo, _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c))));
+        const __m256i hi = _mm256_maddubs_epi16(whi, _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c + 1))));
+        I = _mm256_add_epi32(I, _mm256_add_epi32(_mm256_madd_epi16(lo, s_lo), _mm256_madd_epi16(hi, s_hi)));
     }
-    _mm_storeu_si128((__m128i *)I, hsum4_i32_avx2(P));
+    return _mm256_blend_epi32(_mm256_add_epi32(I, _mm256_permute2x128_si256(I, I, 0x01)), M, 0xf0);
+}
+
+// Sums of 8 rows' vectors (k4_row_avx2's): t[0] = I of rows 0-3 | M of
+// rows 0-3, t[1] the same of rows 4-7.
+ALWAYS_INLINE void k4_reduce8_avx2(const __m256i V[8], __m256i t[2]) {
+    for (int g = 0; g < 2; g++) {
+        __m256i S[2];
+        for (int i = 0; i < 2; i++) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3] of rows a, b
+            const __m256i a = V[4 * g + 2 * i], b = V[4 * g + 2 * i + 1];
+            S[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+        }
+        t[g] = _mm256_add_epi32(_mm256_unpacklo_epi64(S[0], S[1]), _mm256_unpackhi_epi64(S[0], S[1]));
+    }
+}
+
+// y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x,
+// as quant_avx512.c's k4_decode8: the rows read one after another, K4_PIECE
+// blocks at a time, then each block's 8 integer vectors reduced into the
+// rows' float chains (lanes: s1 of 4 rows | s2 of the same rows).
+ALWAYS_INLINE void k4_decode8_avx2(uint32_t type, const uint8_t *const rows[8], int nvalid, int64_t n,
+                                   const uint8_t *x, float *y) {
+    // the d halves of 4 rows' d | dmin << 16 dwords, then their dmin halves (in each 128-bit lane)
+    const __m256i dsel = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+    const size_t bb = k4_block_bytes(type);
+    const int64_t nb = n / 256;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t k0 = 0; k0 < nb; k0 += K4_PIECE) {
+        const int kn = nb - k0 < K4_PIECE ? (int)(nb - k0) : K4_PIECE;
+        __m256i V[K4_PIECE][8];
+        for (int r = 0; r < 8; r++)
+            for (int k = 0; k < kn; k++) {
+                const uint8_t *blk = rows[r] + (size_t)(k0 + k) * bb;
+                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
+                V[k][r] = k4_row_avx2(type, blk, x + (size_t)(k0 + k) * K4_BYTES);
+            }
+        for (int k = 0; k < kn; k++) {
+            const size_t off = (size_t)(k0 + k) * bb;
+            const __m256i h = _mm256_shuffle_epi8(
+                _mm256_setr_epi32((int)load_u32(rows[0] + off), (int)load_u32(rows[1] + off), (int)load_u32(rows[2] + off),
+                                  (int)load_u32(rows[3] + off), (int)load_u32(rows[4] + off), (int)load_u32(rows[5] + off),
+                                  (int)load_u32(rows[6] + off), (int)load_u32(rows[7] + off)),
+                dsel);
+            const __m256 dx = _mm256_set1_ps(load_f32(x + (size_t)(k0 + k) * K4_BYTES + K4_W));
+            __m256i t[2];
+            k4_reduce8_avx2(V[k], t);
+            acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[0]), _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), dx), acc[0]);
+            acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[1]), _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), dx), acc[1]);
+        }
+    }
+    float out[8];
+    _mm256_storeu_ps(out, _mm256_sub_ps(_mm256_permute2f128_ps(acc[0], acc[1], 0x20), _mm256_permute2f128_ps(acc[0], acc[1], 0x31)));
+    memcpy(y, out, sizeof(float) * (size_t)nvalid);
 }
 
 // The scales of one super-block of 8 Q4_K or Q5_K rows (the same header:
@@ -493,8 +555,9 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], in
 
 Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k16_tile_avx2, float_tile_avx2, float_tile_avx2)
 
-// Q4_K and Q5_K on AVX2: single tokens row by row (dot_k4), groups of
-// tokens 8 rows at a time; tokens [0, ngemm) in the gemm order.
+// Q4_K and Q5_K on AVX2, 8 rows at a time: single tokens through
+// k4_decode8_avx2, groups of tokens through k4_rows8_avx2; tokens [0,
+// ngemm) in the gemm order.
 // The type a compile-time constant (q_matmul_k_avx2).
 ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
@@ -510,7 +573,7 @@ ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, 
             else if (left >= 4) k4_rows8_avx2(type, rows, nv, n, xt, xs, gemm, yt, ldy, 4), t += 4;
             else if (left >= 2) k4_rows8_avx2(type, rows, nv, n, xt, xs, 0, yt, ldy, 2), t += 2;
             else {
-                for (int r = 0; r < nv; r++) yt[r] = dot_k4(type, rows[r], xt, n, 0, k4_ints_avx2);
+                k4_decode8_avx2(type, rows, nv, n, xt, yt);
                 t += 1;
             }
         }

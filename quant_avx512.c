@@ -184,14 +184,15 @@ ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *
     else nibble_qs(blocks, bs, type == Q_Q4_0 ? 2 : type == Q_Q4_1 ? 4 : type == Q_Q5_0 ? 6 : 8, r->q);
     if (type == Q_Q5_0 || type == Q_Q5_1) add_high_bits(blocks, bs, type == Q_Q5_0 ? 2 : 4, r->q);
     block_scales(blocks, bs, r);
-    // signed weights w enter as w + 128: Q8_0 flips the sign bit, Q4_0 adds
-    // 128 - 8, Q5_0 adds 128 - 16; the activation's c removes 128 * Σx
-    const int add = type == Q_Q8_0 ? 128 : type == Q_Q4_0 ? 120 : type == Q_Q5_0 ? 112 : 0;
-    for (int v = 0; add && v < 8; v++) r->q[v] = _mm512_add_epi8(r->q[v], _mm512_set1_epi8((char)add));
+    // Q8_0's signed weights w enter as w + 128 (the sign bit flipped; the
+    // activation's c removes 128 * Σx); Q4_0's and Q5_0's as their unsigned
+    // codes (unit_token removes the offset 8 or 16 through c)
+    for (int v = 0; type == Q_Q8_0 && v < 8; v++) r->q[v] = _mm512_xor_si512(r->q[v], _mm512_set1_epi8((char)0x80));
 }
 
-// One unit of one token: acc += d_w * d_x * Σ q*x per lane (+ c for the
-// +128 offset), and for Q8_1-style units acc += m * s.
+// One unit of one token: acc += d_w * d_x * Σ q*x per lane (+ c for
+// Q8_0's and the table types' +128, Q4_0's -8, Q5_0's -16), and for
+// Q8_1-style units acc += m * s.
 ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *a, __m512 *acc) {
     const int has_c = type == Q_Q8_0 || type == Q_Q4_0 || type == Q_Q5_0 || q_is_lut(type);
     __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
@@ -200,7 +201,11 @@ ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *
         i1 = _mm512_dpbusd_epi32(i1, r->q[v + 1], load512(a + 64 * v + 64));
     }
     i0 = _mm512_add_epi32(i0, i1);
-    if (has_c) i0 = _mm512_add_epi32(i0, load512(a + UNIT_W));  // (added last: see q6k_token)
+    // (c added last: see q6k_token) Q4_0/Q5_0 take q - 8 / q - 16: 8 Σx = -c / 16, 16 Σx = -c / 8
+    if (has_c) {
+        const __m512i c = load512(a + UNIT_W);
+        i0 = _mm512_add_epi32(i0, type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(c, 3) : c);
+    }
     const __m512 dd = _mm512_mul_ps(r->d, _mm512_loadu_ps(a + UNIT_D));
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, *acc);
     if (!has_c) *acc = _mm512_fmadd_ps(r->m, _mm512_loadu_ps(a + UNIT_W), *acc);
@@ -587,8 +592,6 @@ ALWAYS_INLINE __m512i q4k_reduce8(const __m256i V[8]) {
                                 _mm512_unpackhi_epi32(Z[2 * i], Z[2 * i + 1]));
     return _mm512_add_epi32(_mm512_unpacklo_epi64(S[0], S[1]), _mm512_unpackhi_epi64(S[0], S[1]));
 }
-
-#define K4_PIECE 32  // super-blocks per piece of the rows (8 rows x 32 x 32 B = 8 KiB of integer vectors)
 
 // y[r] for rows r < nvalid of 8 (rows[] holds 8 pointers) and one token x.
 // The rows are read one after another (one memory stream), K4_PIECE

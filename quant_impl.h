@@ -351,6 +351,10 @@ ALWAYS_INLINE float dot_k4(uint32_t type, const uint8_t *w, const uint8_t *x, in
 // kernels ask for the bytes DECODE_AHEAD further on as they go.
 #define DECODE_AHEAD 8192
 
+// The Q4_K/Q5_K decode kernels (k4_decode8) read 8 rows K4_PIECE
+// super-blocks at a time (8 rows x 32 x 32 B = 8 KiB of integer vectors).
+#define K4_PIECE 32
+
 // out[t] = Σ over units [u0, u1) of dot(weight row w, activation row t),
 // t < tn; tn is 1, 2, 4, 8 or TILE_T; activation rows are xs bytes apart.
 typedef void (*tile_fn)(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
