@@ -598,6 +598,8 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
 const char *q_simd_name(void) {
 #if defined(Q_AVX512)
     return "avx512-vnni";
+#elif defined(Q_AVX2) && defined(__AVXVNNI__)
+    return "avx2-vnni";
 #elif defined(Q_AVX2)
     return "avx2";
 #else

@@ -4,7 +4,10 @@
 // The unit kernels perform the float operations of quant_avx512.c's on 2 × 8
 // lanes (lo: lanes 0-7, hi: lanes 8-15). Integer dot products use
 // VPMADDUBSW/VPMADDWD, whose pair sums stay within int16 for every weight
-// range here.
+// range here, or AVX-VNNI's 256-bit VPDPBUSD/VPDPWSSD where the build has
+// them (-mavxvnni: Intel's client CPUs since Alder Lake have AVX-VNNI but
+// no AVX-512). Integer sums are exact in any order: every variant computes
+// the same bits.
 #include "quant_impl.h"
 
 #if defined(Q_AVX2)
@@ -32,9 +35,31 @@ ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {
     t[3] = _mm256_unpackhi_epi64(b, d);
 }
 
-// Σ over 4 bytes per dword of u * s (u unsigned, s signed; |pair sums| < 2^15).
-ALWAYS_INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+// acc + Σ over 4 bytes per dword of u * s (u unsigned, s signed; |pair sums| < 2^15).
+ALWAYS_INLINE __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+// Σ_v dot_u8s8 of u[v] and s[v], v < n: without VNNI, `run` VPMADDUBSW
+// results at a time add up in int16 first (the caller's bound keeps them
+// below 2^15).
+ALWAYS_INLINE __m256i dots_u8s8(const __m256i *u, const __m256i *s, int n, int run) {
+    __m256i i = _mm256_setzero_si256();
+#if defined(__AVXVNNI__)
+    (void)run;
+    for (int v = 0; v < n; v++) i = _mm256_dpbusd_avx_epi32(i, u[v], s[v]);
+#else
+    for (int v0 = 0; v0 < n; v0 += run) {
+        __m256i p = _mm256_maddubs_epi16(u[v0], s[v0]);
+        for (int v = v0 + 1; v < v0 + run; v++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[v], s[v]));
+        i = _mm256_add_epi32(i, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    }
+#endif
+    return i;
 }
 
 // Half h (8 blocks) of a 32-element unit: q[v] lane l = weights 4v..4v+3 of
@@ -127,27 +152,18 @@ ALWAYS_INLINE void half_unpack(uint32_t type, const uint8_t *blocks, half_regs *
 
 // One half of one unit of one token (a: the unit's activations).
 ALWAYS_INLINE __m256 half_token(uint32_t type, const half_regs *r, const uint8_t *a, int h, __m256 acc) {
+    __m256i x[8];
+    for (int v = 0; v < 8; v++) x[v] = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
     __m256i i;
     if (type == Q_Q8_0 || q_is_lut(type)) {  // signed weights: |w| times x with w's sign
         __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
         for (int v = 0; v < 8; v += 2) {
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(a + 64 * v + 64 + 32 * h));
-            i0 = _mm256_add_epi32(i0, dot_u8s8(_mm256_sign_epi8(r->q[v], r->q[v]), _mm256_sign_epi8(x0, r->q[v])));
-            i1 = _mm256_add_epi32(i1, dot_u8s8(_mm256_sign_epi8(r->q[v + 1], r->q[v + 1]),
-                                               _mm256_sign_epi8(x1, r->q[v + 1])));
+            i0 = dot_u8s8(i0, _mm256_sign_epi8(r->q[v], r->q[v]), _mm256_sign_epi8(x[v], r->q[v]));
+            i1 = dot_u8s8(i1, _mm256_sign_epi8(r->q[v + 1], r->q[v + 1]), _mm256_sign_epi8(x[v + 1], r->q[v + 1]));
         }
         i = _mm256_add_epi32(i0, i1);
-    } else {  // unsigned weights: the int16 pair sums add up while they stay below 2^15 (|x| <= 127):
-              // 16 products of 4-bit weights, 8 of 5-bit ones
-        const int run = type == Q_Q5_0 || type == Q_Q5_1 ? 4 : 8;
-        i = _mm256_setzero_si256();
-        for (int v0 = 0; v0 < 8; v0 += run) {
-            __m256i p = _mm256_setzero_si256();
-            for (int v = v0; v < v0 + run; v++)
-                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(r->q[v], _mm256_loadu_si256((const __m256i *)(a + 64 * v + 32 * h))));
-            i = _mm256_add_epi32(i, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-        }
+    } else {  // unsigned weights: int16 sums of 16 products of 4-bit weights, 8 of 5-bit ones (|x| <= 127)
+        i = dots_u8s8(r->q, x, 8, type == Q_Q5_0 || type == Q_Q5_1 ? 4 : 8);
     }
     const __m256i w = _mm256_loadu_si256((const __m256i *)(a + UNIT_W + 32 * h));
     // Q4_0/Q5_0 take q - 8 / q - 16: the word is c = -128 Σx, so subtract 8 Σx = -c / 16 (16 Σx = -c / 8)
@@ -185,16 +201,12 @@ ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, in
 
 
 // The integer dots of half h (groups 8h..8h+7) of a K16 record r with the
-// unsigned quants q[v] (lane g: its 4v..4v+3). The int16 pair sums add up
-// while they stay below 2^15 (|x| <= 127): two vectors of Q6_K's 6-bit
-// quants, all four of Q3_K's and Q2_K's.
+// unsigned quants q[v] (lane g: its 4v..4v+3). In int16, two VPMADDUBSW
+// results of Q6_K's 6-bit quants add up, all four of Q3_K's and Q2_K's.
 ALWAYS_INLINE __m256i k16_dots_avx2(uint32_t type, const __m256i q[4], const uint8_t *r, int h) {
-    __m256i p[4];
-    for (int v = 0; v < 4; v++) p[v] = _mm256_maddubs_epi16(q[v], _mm256_loadu_si256((const __m256i *)(r + 64 * v + 32 * h)));
-    const __m256i one = _mm256_set1_epi16(1);
-    if (type != Q_Q6_K) return _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])), one);
-    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), one),
-                            _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), one));
+    __m256i x[4];
+    for (int v = 0; v < 4; v++) x[v] = _mm256_loadu_si256((const __m256i *)(r + 64 * v + 32 * h));
+    return dots_u8s8(q, x, 4, type == Q_Q6_K ? 2 : 4);
 }
 
 // Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
@@ -400,12 +412,23 @@ ALWAYS_INLINE __m256i k4_row_avx2(uint32_t type, const uint8_t *blk, const uint8
             wlo = _mm256_or_si256(wlo, k4_bit4_avx2(qh, 2 * c));
             whi = _mm256_or_si256(whi, k4_bit4_avx2(qh, 2 * c + 1));
         }
+        const __m256i xlo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c)));
+        const __m256i xhi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c + 1)));
+#if defined(__AVXVNNI__)
+        // 4-element sums (|.| <= 4 * 31 * 127: int16) of both sub-blocks packed, against
+        // [sc[2c] x 4, sc[2c + 1] x 4] in each 128-bit lane (zero high bytes)
+        const __m256i P = _mm256_packs_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wlo, xlo),
+                                             _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), whi, xhi));
+        const short slo = (short)(2 * c | 0x8000), shi = (short)((2 * c + 1) | 0x8000);
+        const __m256i s2 = _mm256_shuffle_epi8(sc, _mm256_setr_epi16(slo, slo, slo, slo, shi, shi, shi, shi, slo, slo, slo, slo, shi, shi, shi, shi));
+        I = _mm256_dpwssd_avx_epi32(I, P, s2);
+#else
         // sc[s] in every int16 (a zero high byte)
         const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(2 * c | 0x8000)));
         const __m256i s_hi = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((2 * c + 1) | 0x8000)));
-        const __m256i lo = _mm256_maddubs_epi16(wlo, _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c))));
-        const __m256i hi = _mm256_maddubs_epi16(whi, _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c + 1))));
-        I = _mm256_add_epi32(I, _mm256_add_epi32(_mm256_madd_epi16(lo, s_lo), _mm256_madd_epi16(hi, s_hi)));
+        I = _mm256_add_epi32(I, _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wlo, xlo), s_lo),
+                                                 _mm256_madd_epi16(_mm256_maddubs_epi16(whi, xhi), s_hi)));
+#endif
     }
     return _mm256_blend_epi32(_mm256_add_epi32(I, _mm256_permute2x128_si256(I, I, 0x01)), M, 0xf0);
 }

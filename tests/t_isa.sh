@@ -9,7 +9,8 @@
 # test_quant --dump prints a hash of q_matmul's output for 800 products over
 # every weight type and every path (unit tails, K chunks of multi-token products,
 # row blocks, lone tokens). This build's dump is compared with those of
-# test_quant compiled here for x86-64-v3 (AVX2) and with no SIMD at all. On a
+# test_quant compiled here for x86-64-v3 (AVX2; also with AVX-VNNI where the
+# CPU has it) and with no SIMD at all. On a
 # machine without AVX-512 this build is the AVX2 one; without AVX2 (or not
 # x86-64) only the portable copy is compared. Where aarch64-linux-gnu-gcc and
 # qemu-aarch64 are installed (Debian: gcc-aarch64-linux-gnu, qemu-user; CI does
@@ -25,6 +26,7 @@ echo "this build: $(head -1 "$tmp/this.txt")"
 flavours=("portable:-O3")
 if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
     flavours+=("avx2:-O3 -march=x86-64-v3")
+    grep -qw avx_vnni /proc/cpuinfo && flavours+=("avx2-vnni:-O3 -march=x86-64-v3 -mavxvnni")
 fi
 "$BUILD/tests/test_attention" --dump >"$tmp/att_this.txt" || { echo "FAIL test_attention --dump"; exit 1; }
 for f in "${flavours[@]}"; do
