@@ -51,7 +51,7 @@ ALWAYS_INLINE __m256i dots_u8s8(const __m256i *u, const __m256i *s, int n, int r
     __m256i i = _mm256_setzero_si256();
 #if defined(__AVXVNNI__)
     (void)run;
-    for (int v = 0; v < n; v++) i = _mm256_dpbusd_avx_epi32(i, u[v], s[v]);
+    for (int v = 0; v < n; v++) i = dot_u8s8(i, u[v], s[v]);
 #else
     for (int v0 = 0; v0 < n; v0 += run) {
         __m256i p = _mm256_maddubs_epi16(u[v0], s[v0]);
