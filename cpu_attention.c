@@ -24,11 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 #include "quant.h"
+#include "quant_impl.h"  // reduce16, reduce16_avx2: the kernels' lane-sum order
 
 #if defined(__AVX512F__) && defined(__F16C__)
 #define ATT_AVX512 1
@@ -96,12 +93,7 @@ static inline v16 v_mul(v16 a, v16 b) { return (v16){_mm256_mul_ps(a.lo, b.lo), 
 static inline v16 v_fma(v16 a, v16 b, v16 c) {
     return (v16){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
-static inline float v_sum(v16 a) {  // the 16 -> 8 -> 4 lanes, then (0 + 2) + (1 + 3)
-    const __m256 r = _mm256_add_ps(a.hi, a.lo);
-    const __m128 h = _mm_add_ps(_mm256_extractf128_ps(r, 1), _mm256_castps256_ps128(r));
-    const __m128 t = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
+static inline float v_sum(v16 a) { return reduce16_avx2(a.lo, a.hi); }
 static inline v16 v_f16(const uint16_t *p, int n) {
     uint16_t b[16] = {0};
     if (n < 16) memcpy(b, p, sizeof(uint16_t) * (size_t)n), p = b;
@@ -154,12 +146,7 @@ static inline v16 v_fma(v16 a, v16 b, v16 c) {
     for (int i = 0; i < 16; i++) c.l[i] = fmaf(a.l[i], b.l[i], c.l[i]);
     return c;
 }
-static inline float v_sum(v16 a) {
-    float h[8], q[4];
-    for (int i = 0; i < 8; i++) h[i] = a.l[8 + i] + a.l[i];
-    for (int i = 0; i < 4; i++) q[i] = h[4 + i] + h[i];
-    return (q[0] + q[2]) + (q[1] + q[3]);
-}
+static inline float v_sum(v16 a) { return reduce16(a.l); }
 static inline v16 v_f16(const uint16_t *p, int n) {
     v16 r = {{0}};
     for (int i = 0; i < 16 && i < n; i++) r.l[i] = fp16_to_f32(p[i]);
@@ -374,9 +361,8 @@ static void range_state(const att_slice *sl, const float *q, const int32_t *tabl
     for (int c0 = a; c0 < b; c0 += ATT_CHUNK) {
         const int cn = b - c0 < ATT_CHUNK ? b - c0 : ATT_CHUNK;
         const size_t *rows = rows_all + (c0 - a);
-        for (int g = 0; g < cn; g += ATT_GROUP) {
+        for (int g = 0; g < cn; g += ATT_GROUP)
             group_scores(sl, q, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, buf);
-        }
         // s becomes the weights e^(s - M), the last 16 lanes padded with e^-inf = 0
         float r[ATT_MAX_HEADS];  // e^(M_before - M): rescales what came before
         for (int h = 0; h < nh; h++) {
@@ -393,9 +379,8 @@ static void range_state(const att_slice *sl, const float *q, const int32_t *tabl
             }
             st->S[h] = st->S[h] * r[h] + v_sum(sum);
         }
-        for (int g = 0; g < cn; g += ATT_GROUP) {
+        for (int g = 0; g < cn; g += ATT_GROUP)
             group_add(sl, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, g ? NULL : r, st, buf);
-        }
     }
 }
 

@@ -51,26 +51,21 @@ int map_open(file_map *m, const char *path, char *err) {
     // address inside, and give back the rest
     const size_t size = (size_t)st.st_size, page = (size_t)sysconf(_SC_PAGESIZE);
     const size_t span = (size + page - 1) / page * page;
-    uint8_t *a = MAP_FAILED;
-    int e = ENOMEM;
-    uint8_t *r = size > SIZE_MAX / 2 ? MAP_FAILED : mmap(NULL, span + HUGE_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (r != MAP_FAILED) {
-        a = (uint8_t *)huge_up(r);
-        if (mmap(a, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
-            e = errno;
-            munmap(r, span + HUGE_PAGE);
-            a = MAP_FAILED;
-        } else {
-            if (a > r) munmap(r, (size_t)(a - r));
-            munmap(a + span, (size_t)(r + HUGE_PAGE - a));  // r + span + HUGE_PAGE - (a + span)
-        }
-    } else if (size <= SIZE_MAX / 2) {
-        e = errno;
+    uint8_t *r = size > SIZE_MAX / 2 ? (errno = ENOMEM, MAP_FAILED)
+                                     : mmap(NULL, span + HUGE_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *a = r == MAP_FAILED ? MAP_FAILED : (uint8_t *)huge_up(r);
+    if (a != MAP_FAILED && mmap(a, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        const int e = errno;
+        munmap(r, span + HUGE_PAGE);
+        errno = e, a = MAP_FAILED;
     }
     if (a == MAP_FAILED) {
+        const int e = errno;
         close(fd);
         return errf(err, "%s: cannot mmap %zu bytes: %s", path, size, strerror(e));
     }
+    if (a > r) munmap(r, (size_t)(a - r));
+    munmap(a + span, (size_t)(r + HUGE_PAGE - a));  // r + span + HUGE_PAGE - (a + span)
     *m = (file_map){.base = a, .size = size, .fd = fd};
     return 0;
 }

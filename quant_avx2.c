@@ -12,14 +12,6 @@
 
 #if defined(Q_AVX2)
 
-// reduce16 of the lanes lo (0-7) and hi (8-15).
-ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
-    const __m256 h = _mm256_add_ps(hi, lo);
-    __m128 s = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 // Dwords of rows: lane l of t[k] = dword k of the 16 bytes at p[l] (p[0..3]
 // in the low 128 bits, p[4..7] in the high), k < 4.
 ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {

@@ -380,6 +380,16 @@ static inline float reduce16(const float a[16]) {
     return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
+#if defined(__AVX2__)
+// reduce16 of the lanes lo (0-7) and hi (8-15).
+ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(hi, lo);
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+
 // A tile function over the ISA kernel `kernel`, the weight type fixed.
 #define TILE_FN(name, kernel, type)                                                                    \
     static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, \
