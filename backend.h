@@ -13,12 +13,14 @@
 
 // A weight as stored in the GGUF file: rows × cols elements of `type`,
 // row-major (GGUF ne[0] = cols, ne[1] = rows). Vectors (norms, biases) have
-// rows = 1. data is backend-readable: the mmap for the CPU backend.
+// rows = 1. data is backend-readable: the mmap for the CPU backend, or the
+// copy its upload made with 8 rows interleaved (x8).
 typedef struct {
     uint32_t type;      // enum qtype
     int64_t rows, cols;
     size_t row_bytes;
     const void *data;
+    int x8;             // data is in quant.h's x8 layout (the CPU backend's upload)
 } qmat;
 
 // Rotary embedding parameters of one layer, as ggml's rope_ext takes them.
@@ -134,7 +136,8 @@ typedef struct backend_ops {
     void (*release)(backend *b, void *p);
     void (*to_host)(backend *b, void *dst, const void *src, size_t bytes);
     void (*to_device)(backend *b, void *dst, const void *src, size_t bytes);
-    // Makes a weight readable by the backend (CPU: uses the mmap as is).
+    // Makes a weight readable by the backend (CPU: uses the mmap as is, or
+    // an interleaved copy where its kernels read that faster).
     int (*upload)(backend *b, qmat *w, char *err);
 
     // out[i, :] = row ids[i] of emb, dequantized. out: [n, emb->cols]; ids: backend memory

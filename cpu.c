@@ -34,6 +34,8 @@ struct backend {
     tpool *pool;
     void *scr[SCR_COUNT];
     size_t scr_cap[SCR_COUNT];
+    void **x8;       // [n_x8] the weights' interleaved copies (cpu_upload), freed with the backend
+    size_t n_x8;
     char desc[96];
 };
 
@@ -65,6 +67,8 @@ static void cpu_free(backend *b) {
     if (!b) return;
     tp_free(b->pool);
     for (int i = 0; i < SCR_COUNT; i++) free(b->scr[i]);
+    for (size_t i = 0; i < b->n_x8; i++) free(b->x8[i]);
+    free(b->x8);
     free(b);
 }
 
@@ -80,14 +84,6 @@ static void *cpu_alloc(backend *b, size_t bytes) {
 static void cpu_release(backend *b, void *p) { (void)b; free(p); }
 static size_t cpu_mem_available(backend *b) { (void)b; return mem_available(); }
 static void cpu_copy(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
-static int cpu_upload(backend *b, qmat *w, char *err) { (void)b; (void)w; (void)err; return 0; }
-
-static void cpu_embed(backend *b, float *out, const qmat *emb, const int32_t *ids, int n) {
-    (void)b;
-    for (int i = 0; i < n; i++)
-        q_dequantize_row(emb->type, (const uint8_t *)emb->data + (size_t)ids[i] * emb->row_bytes,
-                         out + (size_t)i * emb->cols, emb->cols);
-}
 
 // A parallel loop over items [0, total), claimed in chunks as threads go (tp_claim).
 typedef struct {
@@ -116,6 +112,46 @@ static void par_for(backend *b, int64_t total, int64_t min, int64_t align, void 
     par_loop l = {.total = total, .min = min, .align = align, .body = body, .ctx = ctx};
     atomic_init(&l.next, 0);
     tp_run(b->pool, par_loop_thread, &l);
+}
+
+typedef struct {
+    const qmat *w;
+    void *copy;
+} x8_job;
+
+static void x8_pack_groups(void *ctx, int64_t g0, int64_t g1) {
+    const x8_job *j = ctx;
+    q_x8_pack(j->w->type, j->w->cols, j->w->rows, g0, g1, j->w->data, j->copy);
+}
+
+// A weight that this build's kernels read faster with 8 rows interleaved
+// (quant.h's x8) is copied once into that layout, and the file's pages
+// under it dropped; the others are read from the mapping as they are.
+static int cpu_upload(backend *b, qmat *w, char *err) {
+    if (!q_x8_wanted(w->type) || w->row_bytes != qtype_row_bytes(w->type, w->cols)) return 0;
+    void **list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
+    if (!list) return errf(err, "out of memory");
+    b->x8 = list;
+    const size_t bytes = q_x8_bytes(w->type, w->rows, w->cols);
+    void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!copy) return errf(err, "out of memory: %zu bytes for a weight's interleaved copy", bytes);
+    map_advise_huge(copy, bytes);
+    x8_job j = {w, copy};
+    par_for(b, (w->rows + 7) / 8, 64, 1, x8_pack_groups, &j);
+    map_drop(w->data, (size_t)w->rows * w->row_bytes);
+    b->x8[b->n_x8++] = copy;
+    w->data = copy;
+    w->x8 = 1;
+    return 0;
+}
+
+static void cpu_embed(backend *b, float *out, const qmat *emb, const int32_t *ids, int n) {
+    (void)b;
+    for (int i = 0; i < n; i++) {
+        float *o = out + (size_t)i * emb->cols;
+        if (emb->x8) q_x8_dequantize_row(emb->type, emb->cols, emb->data, ids[i], o);
+        else q_dequantize_row(emb->type, (const uint8_t *)emb->data + (size_t)ids[i] * emb->row_bytes, o, emb->cols);
+    }
 }
 
 typedef struct {
@@ -175,16 +211,23 @@ static void quantize_rows(void *ctx, int64_t t0, int64_t t1) {
         q_quantize_act(j->w->type, j->x + (size_t)t * j->w->cols, j->xq + (size_t)t * j->arow, j->w->cols);
 }
 
+// q_matmul over rows [r0, r1) of w, in whichever layout it has.
+static void weight_rows(const qmat *w, int64_t r0, int64_t r1, const uint8_t *xq, size_t xs, int nt, int joint,
+                        float *y, size_t ldy) {
+    if (w->x8) q_matmul_x8(w->type, w->cols, w->data, r0, (int)(r1 - r0), xq, xs, nt, joint, y, ldy);
+    else q_matmul(w->type, w->cols, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, (int)(r1 - r0),
+                  xq, xs, nt, joint, y, ldy);
+}
+
 // Weight rows [r0, r1) against every token.
 static void matmul_rows(void *ctx, int64_t r0, int64_t r1) {
     const matmul_job *j = ctx;
     const qmat *w = j->w;
-    const uint8_t *wr = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
     for (int t0 = 0; t0 < j->n; t0 += MM_TOK_TILE) {
         const int ntok = j->n - t0 < MM_TOK_TILE ? j->n - t0 : MM_TOK_TILE;
         const int joint = j->n_joint - t0 < 0 ? 0 : j->n_joint - t0;
-        q_matmul(w->type, w->cols, wr, w->row_bytes, (int)(r1 - r0), j->xq + (size_t)t0 * j->arow, j->arow, ntok,
-                 joint, j->y + (size_t)t0 * w->rows + r0, (size_t)w->rows);
+        weight_rows(w, r0, r1, j->xq + (size_t)t0 * j->arow, j->arow, ntok, joint, j->y + (size_t)t0 * w->rows + r0,
+                    (size_t)w->rows);
     }
 }
 
@@ -330,8 +373,8 @@ static void moe_matmul_items(void *ctx, int64_t i0, int64_t i1) {
         const int64_t r0 = i % j->chunks * j->chunk, r1 = r0 + j->chunk < j->per_exp ? r0 + j->chunk : j->per_exp;
         const int p0 = j->mp->offsets[e], cnt = j->mp->offsets[e + 1] - p0;
         float *y = j->y + (size_t)p0 * j->per_exp + r0;
-        q_matmul(w->type, w->cols, (const uint8_t *)w->data + ((size_t)e * j->per_exp + r0) * w->row_bytes,
-                 w->row_bytes, (int)(r1 - r0), j->xq + (size_t)p0 * j->arow, j->arow, cnt, 0, y, (size_t)j->per_exp);
+        weight_rows(w, (int64_t)e * j->per_exp + r0, (int64_t)e * j->per_exp + r1, j->xq + (size_t)p0 * j->arow, j->arow,
+                    cnt, 0, y, (size_t)j->per_exp);
         if (!j->bias->data) continue;
         const float *bias = (const float *)j->bias->data + (size_t)e * j->per_exp + r0;
         for (int t = 0; t < cnt; t++)

@@ -139,6 +139,12 @@ int map_populate(file_map *m, long long *huge, char *err) {
     return 0;
 }
 
+void map_drop(const void *p, size_t n) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1), e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 void map_advise_huge(void *p, size_t n) {
     const uintptr_t a = huge_up(p), e = huge_down((const uint8_t *)p + n);
     if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);

@@ -28,4 +28,9 @@ int map_populate(file_map *m, long long *huge, char *err);
 // decode step streams as it streams the weights). A hint: nothing fails.
 void map_advise_huge(void *p, size_t n);
 
+// Drops the whole pages inside [p, p + n) of a file mapping from this
+// process (a part of the file now read from a copy); read again, they come
+// back from the file. A hint: nothing fails.
+void map_drop(const void *p, size_t n);
+
 #endif

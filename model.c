@@ -401,7 +401,8 @@ static int init_context(model *m, const model_opts *o, char *err) {
 }
 
 // A backend that computes from the mapping reads all of it on every decode
-// step: fault it in now, in 2 MiB pages where the kernel can.
+// step: fault it in now, in 2 MiB pages where the kernel can (before the
+// uploads, which may copy weights out of it).
 static int populate_weights(model *m, char *err) {
     m->huge_bytes = -1;
     return m->ops->host_weights ? map_populate(&m->gguf.map, &m->huge_bytes, err) : 0;
@@ -418,7 +419,7 @@ int model_load(model **out, const char *path, const model_opts *o, char *err) {
     }
     char e2[ERR_LEN];
     if (arch_read_config(&m->gguf, &m->cfg, e2) || m->ops->init(&m->be, o->n_threads, e2) ||
-        load_weights(m, e2) || populate_weights(m, e2) || init_context(m, o, e2)) {
+        populate_weights(m, e2) || load_weights(m, e2) || init_context(m, o, e2)) {
         errf(err, "%s: %s", path, e2);
         model_free(m);
         return -1;

@@ -2,7 +2,8 @@
 //
 // Contents: the type table; fp16/bf16 conversions; row dequantization;
 // activation quantization (llama.cpp's values in quill's own SIMD-friendly
-// row layout, described in quant.h); and q_matmul's driver, which runs the
+// row layout, described in quant.h); and the driver of q_matmul (ggml's
+// rows) and q_matmul_x8 (quant_x8.c's interleaved rows), which runs the
 // kernels of the ISA the build targets (quant_impl.h: quant_avx512.c,
 // quant_avx2.c or quant_generic.c; all three compute the same bits).
 #include "quant_impl.h"
@@ -521,6 +522,15 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
     return Q_ISA(q_tiles)[type];
 }
 
+// The weights of a product: ggml's rows from w on, ws bytes apart, or x8
+// groups (quant.h) from w on, ws bytes apart, of whose rows lo, lo + 1, ...
+// are asked for (lo < 8).
+typedef struct {
+    const uint8_t *w;
+    size_t ws;
+    int x8, lo;
+} wsrc;
+
 // Cache blocking around the tile kernel. For one token (decode) every row is
 // one streaming pass over its weights. For more, a block of ROW_BLOCK rows is
 // revisited by each token tile, K_CHUNK_BYTES of each token's activations at
@@ -530,8 +540,10 @@ static tile_fn tile_for(uint32_t type, int64_t *unit) {
 // Lone tokens (see q_matmul) take one pass over K as a single token does: a
 // tile computes each token alone, but chunking would round the sum of the
 // chunks' partial sums. Without chunks, their tiles are kept to LONE_X_BYTES.
-static void matmul_units(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws, int nr,
-                         const uint8_t *x, size_t xs, int nt, int lone, float *y, size_t ldy) {
+// x8 weights go a group of 8 rows at a time (the x8 tile kernels), in the
+// same blocks, chunks and tiles: the same float operations per row.
+static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const uint8_t *x, size_t xs, int nt,
+                         int lone, float *y, size_t ldy) {
     int64_t unit;
     const tile_fn tile = tile_for(wtype, &unit);
     const int64_t nu = (n + unit - 1) / unit;
@@ -539,26 +551,34 @@ static void matmul_units(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws,
     const int64_t kc_max = K_CHUNK_BYTES / unit_bytes > 0 ? K_CHUNK_BYTES / unit_bytes : 1;
     const int64_t n_chunks = nt == 1 || lone ? 1 : (nu + kc_max - 1) / kc_max;
     const int64_t kc = (nu + n_chunks - 1) / n_chunks;  // balanced chunks
-    const size_t rb = qtype_row_bytes(wtype, n);
-    for (int r0 = 0; r0 < nr; r0 += ROW_BLOCK) {
-        const int r1 = nr - r0 < ROW_BLOCK ? nr : r0 + ROW_BLOCK;
+    const int per = s->x8 ? 8 : 1;                          // rows per kernel call
+    const size_t ib = (size_t)per * qtype_row_bytes(wtype, n);  // the bytes it reads
+    const int v0 = s->x8 ? s->lo : 0, v1 = v0 + nr;         // the rows computed (of those from s->w on)
+    for (int b0 = v0 / per * per; b0 < v1; b0 += ROW_BLOCK) {
+        const int b1 = v1 - b0 < ROW_BLOCK ? v1 : b0 + ROW_BLOCK;
         for (int64_t u0 = 0; u0 < nu; u0 += kc) {
             const int64_t u1 = nu - u0 < kc ? nu : u0 + kc;
             int tn;
             for (int t0 = 0; t0 < nt; t0 += tn) {
                 for (tn = TILE_T; tn > nt - t0;) tn /= 2;
                 while (lone && tn > 1 && (size_t)tn * xs > LONE_X_BYTES) tn /= 2;
-                for (int r = r0; r < r1; r++) {
-                    float out[TILE_T];
-                    if (nt > 1 && t0 == 0 && u0 == 0 && r + 1 < r1)
-                        for (size_t l = 0; l < rb; l += 64) __builtin_prefetch(w + (size_t)(r + 1) * ws + l, 0, 3);
-                    if (nt == 1)  // a row's worth, DECODE_AHEAD further on
-                        for (size_t l = 0; l < rb; l += 64) __builtin_prefetch(w + (size_t)r * ws + DECODE_AHEAD + l, 0, 0);
-                    tile(w + (size_t)r * ws, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
-                    for (int t = 0; t < tn; t++) {
-                        float *yp = y + (size_t)(t0 + t) * ldy + r;
-                        *yp = u0 == 0 ? out[t] : *yp + out[t];
-                    }
+                for (int v = b0; v < b1; v += per) {
+                    const uint8_t *wi = s->w + (size_t)(v / per) * s->ws;
+                    float out[TILE_T * 8];  // out[per * t + row of the call]
+                    if (nt > 1 && t0 == 0 && u0 == 0 && v + per < b1)
+                        for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + s->ws + l, 0, 3);
+                    if (nt == 1 && !s->x8)  // a row's worth, DECODE_AHEAD further on (the x8 kernels ask as they go)
+                        for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + DECODE_AHEAD + l, 0, 0);
+#if defined(Q_AVX2)
+                    if (s->x8) q_tiles8_avx2[wtype](wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
+                    else
+#endif
+                        tile(wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
+                    for (int r = v < v0 ? v0 : v; r < v + per && r < v1; r++)
+                        for (int t = 0; t < tn; t++) {
+                            float *yp = y + (size_t)(t0 + t) * ldy + (r - v0);
+                            *yp = u0 == 0 ? out[per * t + r - v] : *yp + out[per * t + r - v];
+                        }
                 }
             }
         }
@@ -571,28 +591,49 @@ static void matmul_units(uint32_t wtype, int64_t n, const uint8_t *w, size_t ws,
 
 // nt tokens computed jointly, or (lone) each as a one-token call would (see
 // q_matmul). Q5_K's kernel computes every token alone in any case.
-static void matmul_tokens(uint32_t wtype, int64_t n, const uint8_t *w, size_t w_stride, int nr,
-                          const uint8_t *xq, size_t xq_stride, int nt, int lone, float *y, size_t ldy) {
+static void matmul_tokens(uint32_t wtype, int64_t n, const wsrc *s, int nr, const uint8_t *xq, size_t xq_stride,
+                          int nt, int lone, float *y, size_t ldy) {
     const int ngemm = lone ? 0 : nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
-    if (wtype != Q_Q4_K && wtype != Q_Q5_K) matmul_units(wtype, n, w, w_stride, nr, xq, xq_stride, nt, lone, y, ldy);
-    else Q_ISA(q_matmul_k)(wtype, n, w, w_stride, nr, xq, xq_stride, nt, ngemm, y, ldy);
+    if (wtype != Q_Q4_K && wtype != Q_Q5_K) matmul_units(wtype, n, s, nr, xq, xq_stride, nt, lone, y, ldy);
+#if defined(Q_AVX2)
+    else if (s->x8) q_matmul_k_x8_avx2(wtype, n, s->w, s->lo, nr, xq, xq_stride, nt, ngemm, y, ldy);
+#endif
+    else Q_ISA(q_matmul_k)(wtype, n, s->w, s->ws, nr, xq, xq_stride, nt, ngemm, y, ldy);
+}
+
+static void matmul(uint32_t wtype, int64_t n, const wsrc *s, int nr, const void *xq, size_t xq_stride, int nt,
+                   int nt_joint, float *y, size_t ldy) {
+    if (nt_joint > nt) nt_joint = nt;
+    if (nt_joint < 0) nt_joint = 0;
+    if (nt == 1) {  // the kernels prefetch DECODE_AHEAD on as they go: the first bytes here
+        const size_t all = s->x8 ? (size_t)(s->lo + nr + 7) / 8 * s->ws : (size_t)nr * s->ws;
+        for (size_t l = 0; l < all && l < DECODE_AHEAD; l += 64) __builtin_prefetch(s->w + l, 0, 0);
+    }
+    if (nt_joint > 0) matmul_tokens(wtype, n, s, nr, xq, xq_stride, nt_joint, 0, y, ldy);
+    // lone tokens share each weight block's decoding, each keeping its own float chain
+    if (nt > nt_joint)
+        matmul_tokens(wtype, n, s, nr, (const uint8_t *)xq + (size_t)nt_joint * xq_stride, xq_stride, nt - nt_joint, 1,
+                      y + (size_t)nt_joint * ldy, ldy);
 }
 
 void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, const void *xq,
               size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy) {
     const qtype_info *q = qtype_get(wtype);
     if (!q || !q->compute || nr <= 0 || nt <= 0) return;
-    if (nt_joint > nt) nt_joint = nt;
-    if (nt_joint < 0) nt_joint = 0;
-    if (nt == 1) {  // the kernels prefetch DECODE_AHEAD on as they go: the first bytes here
-        const size_t head = (size_t)nr * w_stride < DECODE_AHEAD ? (size_t)nr * w_stride : DECODE_AHEAD;
-        for (size_t l = 0; l < head; l += 64) __builtin_prefetch((const uint8_t *)w + l, 0, 0);
+    const wsrc s = {w, w_stride, 0, 0};
+    matmul(wtype, n, &s, nr, xq, xq_stride, nt, nt_joint, y, ldy);
+}
+
+void q_matmul_x8(uint32_t wtype, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xq_stride,
+                 int nt, int nt_joint, float *y, size_t ldy) {
+    if (!q_x8_layout(wtype) || nr <= 0 || nt <= 0) return;
+    if (!q_x8_wanted(wtype)) {
+        x8_matmul_unpacked(wtype, n, w8, r0, nr, xq, xq_stride, nt, nt_joint, y, ldy);
+        return;
     }
-    if (nt_joint > 0) matmul_tokens(wtype, n, w, w_stride, nr, xq, xq_stride, nt_joint, 0, y, ldy);
-    // lone tokens share each weight block's decoding, each keeping its own float chain
-    if (nt > nt_joint)
-        matmul_tokens(wtype, n, w, w_stride, nr, (const uint8_t *)xq + (size_t)nt_joint * xq_stride, xq_stride,
-                      nt - nt_joint, 1, y + (size_t)nt_joint * ldy, ldy);
+    const size_t gb = 8 * qtype_row_bytes(wtype, n);  // a group's bytes
+    const wsrc s = {(const uint8_t *)w8 + (size_t)(r0 / 8) * gb, gb, 1, (int)(r0 % 8)};
+    matmul(wtype, n, &s, nr, xq, xq_stride, nt, nt_joint, y, ldy);
 }
 
 const char *q_simd_name(void) {

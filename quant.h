@@ -106,6 +106,25 @@ void q_quantize_act(uint32_t wtype, const float *x, void *dst, int64_t n);
 void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
               const void *xq, size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy);
 
+// Weights with 8 rows interleaved ("x8", quant_x8.c): Q4_0, Q8_0, Q4_K,
+// Q5_K and Q6_K matrices have this second layout (q_x8_layout), which the
+// kernels of some builds read faster (q_x8_wanted: the AVX2 ones, where
+// gathering 8 rows' bytes into lanes costs as much as the products); the CPU
+// backend repacks such weights once at load. An x8 matrix of `rows` rows takes q_x8_bytes:
+// groups of 8 rows, group g at byte 8g · (a row's bytes), the last one padded
+// with copies of the last row. Its products are q_matmul's, bit for bit.
+int q_x8_layout(uint32_t type);
+int q_x8_wanted(uint32_t type);
+size_t q_x8_bytes(uint32_t type, int64_t rows, int64_t cols);
+// Groups [g0, g1) of the x8 copy dst of the rows × cols matrix src (row-major).
+void q_x8_pack(uint32_t type, int64_t cols, int64_t rows, int64_t g0, int64_t g1, const void *src, void *dst);
+// dst[0..cols) = row r of the x8 matrix w8, dequantized.
+void q_x8_dequantize_row(uint32_t type, int64_t cols, const void *w8, int64_t r, float *dst);
+// q_matmul over rows [r0, r0 + nr) of the x8 matrix w8 (the matrix's start):
+// y[t * ldy + i] = dot(row r0 + i, activation row t).
+void q_matmul_x8(uint32_t wtype, int64_t n, const void *w8, int64_t r0, int nr, const void *xq,
+                 size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy);
+
 // Which SIMD path q_matmul uses on this machine ("avx512-vnni", "avx2", "scalar").
 const char *q_simd_name(void);
 

@@ -477,59 +477,113 @@ ALWAYS_INLINE void k4_decode8_avx2(uint32_t type, const uint8_t *const rows[8], 
     memcpy(y, out, sizeof(float) * (size_t)nvalid);
 }
 
-// The scales of one super-block of 8 Q4_K or Q5_K rows (the same header:
-// d, dmin, the 12 scale bytes): scw[s] lane r = row r's scale of sub-block s
-// and mnw[p] lane r = its mins of sub-blocks 2p, 2p + 1, as int16 pairs for
-// VPMADDWD; d and dmin as floats.
+// The integer-sum operands of one super-block of 8 Q4_K or Q5_K rows, for
+// VPMADDWD: sc[s] lane r = row r's scale of sub-block s in both int16
+// halves, mn[p] lane r = its mins of sub-blocks 2p, 2p + 1; d, dmin as floats.
 typedef struct {
-    uint32_t scw[8][8], mnw[4][8];
+    __m256i sc[8], mn[4];
     __m256 d, dmin;
 } k_scales8;
 
-ALWAYS_INLINE void k_rows8_scales(const uint8_t *const rows[8], size_t off, k_scales8 *o) {
-    uint16_t d[8], dmin[8];
-    for (int r = 0; r < 8; r++) {
-        const block_q4_K *b = (const block_q4_K *)(rows[r] + off);
-        uint8_t sc[8], mn[8];
-        k4_scales(b->scales, sc, mn);
-        for (int s = 0; s < 8; s++) o->scw[s][r] = sc[s] * 0x10001u;
-        for (int p = 0; p < 4; p++) o->mnw[p][r] = mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16;
-        d[r] = b->d, dmin[r] = b->dmin;
-    }
-    o->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
-    o->dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+// w[i] lane r = row r's scale bytes 4i..4i+3 (k4_scale_words on 8 rows at
+// once); d, dmin: the rows' halves in order.
+ALWAYS_INLINE void k_scales8_make(const __m256i w[3], __m128i d, __m128i dmin, k_scales8 *o) {
+    const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+    const __m256i S[2] = {_mm256_and_si256(w[0], m6),  // scales 0-3, 4-7: a byte each
+                          _mm256_or_si256(_mm256_and_si256(w[2], m4), _mm256_and_si256(_mm256_srli_epi32(w[0], 2), m2))};
+    const __m256i N[2] = {_mm256_and_si256(w[1], m6),  // mins 0-3, 4-7
+                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w[2], 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi32(w[1], 2), m2))};
+    // byte b of each dword into its two int16 halves (0x80 + b: a zero byte)
+    const __m256i dup = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, -128, 0, -128, 4, -124, 4, -124, 8, -120, 8, -120, 12, -116, 12, -116));
+    for (int s = 0; s < 8; s++) o->sc[s] = _mm256_shuffle_epi8(S[s / 4], _mm256_add_epi8(dup, _mm256_set1_epi8((char)(s % 4))));
+    // bytes b, b + 1 of each dword into its int16 halves
+    const __m256i pair = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, -128, 1, -127, 4, -124, 5, -123, 8, -120, 9, -119, 12, -116, 13, -115));
+    for (int p = 0; p < 4; p++) o->mn[p] = _mm256_shuffle_epi8(N[p / 2], _mm256_add_epi8(pair, _mm256_set1_epi8((char)(2 * (p % 2)))));
+    o->d = _mm256_cvtph_ps(d);
+    o->dmin = _mm256_cvtph_ps(dmin);
 }
 
-// Q4_K and Q5_K for several tokens: lanes = 8 weight rows, each running
-// dot_k4's float chain (as k4_rows_n does with 16). Integer sums: per
-// sub-block, the VPMADDUBSW results add up in int16 four at a time (|sum|
-// <= 4 * 2 * 31 * 128 < 2^15), then VPMADDWD applies each row's scale.
-// y[t * ldy + r] for rows r < nvalid and NT tokens, in gemm (per 64
-// elements) or gemv (per super-block) order.
-ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], int nvalid, int64_t n,
+// Where super-block k of the x8 group at g8 starts (quant_x8.c: its bytes
+// come in the order the lanes take them).
+ALWAYS_INLINE const uint8_t *k4_x8_block(uint32_t type, const uint8_t *g8, int64_t k) {
+    return g8 + (size_t)k * 8 * k4_block_bytes(type);
+}
+
+// k_scales8 of super-block k of 8 rows: ggml's rows (rows[r]; g8 NULL), or
+// the x8 group at g8.
+ALWAYS_INLINE void k4_scales8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int64_t k, k_scales8 *o) {
+    if (g8) {
+        const uint8_t *b = k4_x8_block(type, g8, k);
+        const __m256i w[3] = {_mm256_loadu_si256((const __m256i *)(b + 32)), _mm256_loadu_si256((const __m256i *)(b + 64)),
+                              _mm256_loadu_si256((const __m256i *)(b + 96))};
+        k_scales8_make(w, _mm_loadu_si128((const __m128i *)b), _mm_loadu_si128((const __m128i *)(b + 16)), o);
+        return;
+    }
+    const uint8_t *p[8];  // the 16-byte heads: d | dmin << 16, then the scale words
+    for (int r = 0; r < 8; r++) p[r] = rows[r] + (size_t)k * k4_block_bytes(type);
+    __m256i t[4];
+    transpose8x4(p, t);
+    // per 128-bit lane the d halves of 4 rows, then their dmin halves; then d of 8 rows | dmin of 8 rows
+    const __m256i h = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(t[0], _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15))),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    k_scales8_make(t + 1, _mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1), o);
+}
+
+// raw[v] lane r = dword v of row r's qs[32c .. 32c + 31] (v < 8); Q5_K's qh
+// (c < 0): dword v of its qh.
+ALWAYS_INLINE void k4_dwords8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int64_t k, int c,
+                                   __m256i raw[8]) {
+    if (g8) {
+        const uint8_t *v0 = k4_x8_block(type, g8, k) + 128 + (c < 0 ? 0 : 256 * (type == Q_Q5_K) + 256 * (size_t)c);
+        for (int v = 0; v < 8; v++) raw[v] = _mm256_loadu_si256((const __m256i *)(v0 + 32 * v));
+        return;
+    }
+    const uint8_t *p[8], *p2[8];
+    for (int r = 0; r < 8; r++)
+        p[r] = rows[r] + (size_t)k * k4_block_bytes(type) + (c < 0 ? K4_QH_OFF : k4_qs_off(type) + 32 * (size_t)c), p2[r] = p[r] + 16;
+    transpose8x4(p, raw);
+    transpose8x4(p2, raw + 4);
+}
+
+// acc + VPMADDWD(a, b) (one VPDPWSSD where the build has AVX-VNNI).
+ALWAYS_INLINE __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+// Q4_K and Q5_K, 8 rows in the lanes, each running dot_k4's float chain (as
+// k4_rows_n does with 16), for NT tokens; the rows are ggml's (rows[]) or an
+// x8 group (g8). Integer sums: per sub-block, the VPMADDUBSW results add up
+// in int16, 8 at a time for 4-bit weights, 4 for 5-bit ones (|sum| <= 8 * 2
+// * 15 * 128, 4 * 2 * 31 * 128 < 2^15), then VPMADDWD applies each row's
+// scale. y[t * ldy + r - lo] for rows r in [lo, hi) and NT tokens, in gemm
+// (per 64 elements) or gemv (per super-block) order.
+ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int lo, int hi, int64_t n,
                                  const uint8_t *x, size_t xs, int gemm, float *y, size_t ldy, const int NT) {
+    const int run = type == Q_Q5_K ? 4 : 8;
     __m256 s1[8], s2[8];
     __m256i I[8], M[8];
     for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm256_setzero_ps(), I[t] = M[t] = _mm256_setzero_si256();
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * k4_block_bytes(type);
+        if (NT == 1 && g8)  // one token streams the group: ask for the bytes DECODE_AHEAD on
+            for (size_t l = 0; l < 8 * k4_block_bytes(type); l += 64)
+                _mm_prefetch((const char *)k4_x8_block(type, g8, k) + DECODE_AHEAD + l, _MM_HINT_NTA);
         k_scales8 ks;
-        k_rows8_scales(rows, off, &ks);
-        const __m256 dw = ks.d, dmw = ks.dmin;
+        k4_scales8_avx2(type, rows, g8, k, &ks);
         const uint8_t *u = x + (size_t)k * K4_BYTES;
-        const uint8_t *p[8], *p2[8];
-        __m256i qh[8] = {0};  // Q5_K: qh[v] lane r = dword v of row r's qh
-        if (type == Q_Q5_K) {
-            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + K4_QH_OFF, p2[r] = p[r] + 16;
-            transpose8x4(p, qh);
-            transpose8x4(p2, qh + 4);
-        }
+        __m256i qh[8];  // Q5_K: qh[v] lane r = dword v of row r's qh
+        if (type == Q_Q5_K) k4_dwords8_avx2(type, rows, g8, k, -1, qh);
         for (int c = 0; c < 4; c++) {
-            for (int r = 0; r < 8; r++) p[r] = rows[r] + off + k4_qs_off(type) + 32 * c, p2[r] = p[r] + 16;
             __m256i raw[8];  // raw[v] lane r: dword v of row r's 32 qs bytes
-            transpose8x4(p, raw);
-            transpose8x4(p2, raw + 4);
+            k4_dwords8_avx2(type, rows, g8, k, c, raw);
             for (int h = 0; h < 2; h++) {
                 const int s = 2 * c + h;
                 __m256i nib[8];
@@ -537,25 +591,23 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], in
                     nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
                     if (type == Q_Q5_K) nib[v] = _mm256_or_si256(nib[v], k4_bit4_avx2(qh[v], s));
                 }
-                const __m256i sc = _mm256_loadu_si256((const __m256i *)ks.scw[s]);
                 for (int t = 0; t < NT; t++) {
                     const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
-                    for (int h4 = 0; h4 < 8; h4 += 4) {
-                        __m256i acc = _mm256_maddubs_epi16(nib[h4], _mm256_set1_epi32((int)load_u32(a + 4 * h4)));
-                        for (int v = h4 + 1; v < h4 + 4; v++)
+                    for (int v0 = 0; v0 < 8; v0 += run) {
+                        __m256i acc = _mm256_maddubs_epi16(nib[v0], _mm256_set1_epi32((int)load_u32(a + 4 * v0)));
+                        for (int v = v0 + 1; v < v0 + run; v++)
                             acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
-                        I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(acc, sc));
+                        I[t] = madd_acc(I[t], acc, ks.sc[s]);
                     }
                 }
             }
-            const __m256i mn = _mm256_loadu_si256((const __m256i *)ks.mnw[c]);
             for (int t = 0; t < NT; t++)
-                M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c))));
+                M[t] = madd_acc(M[t], ks.mn[c], _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c)));
             if (gemm || c == 3) {
                 for (int t = 0; t < NT; t++) {
                     const __m256 dx = _mm256_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
-                    s1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[t]), _mm256_mul_ps(dw, dx), s1[t]);
-                    s2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(dmw, dx), s2[t]);
+                    s1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[t]), _mm256_mul_ps(ks.d, dx), s1[t]);
+                    s2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(ks.dmin, dx), s2[t]);
                     I[t] = M[t] = _mm256_setzero_si256();
                 }
             }
@@ -564,15 +616,178 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], in
     for (int t = 0; t < NT; t++) {
         float o[8];
         _mm256_storeu_ps(o, _mm256_sub_ps(s1[t], s2[t]));
-        memcpy(y + (size_t)t * ldy, o, sizeof(float) * (size_t)nvalid);
+        memcpy(y + (size_t)t * ldy, o + lo, sizeof(float) * (size_t)(hi - lo));
     }
 }
 
 Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k16_tile_avx2, float_tile_avx2, float_tile_avx2)
 
-// Q4_K and Q5_K on AVX2, 8 rows at a time: single tokens through
-// k4_decode8_avx2, groups of tokens through k4_rows8_avx2; tokens [0,
-// ngemm) in the gemm order.
+// x8 weights (quant_x8.c): 8 rows in the lanes, each running the float
+// chains that the unit kernels above run in lanes of one row.
+
+// 8 rows' 16 float chains (acc[L] lane r: row r's lane L), each row's summed
+// as reduce16 sums them: out[r].
+ALWAYS_INLINE void reduce16_rows8(const __m256 acc[16], float *out) {
+    __m256 h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = _mm256_add_ps(acc[8 + i], acc[i]);
+    for (int i = 0; i < 4; i++) q[i] = _mm256_add_ps(h[4 + i], h[i]);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3])));
+}
+
+// Q4_0, the group at g (block b: the 8 rows' d, then qs as 4 vectors) against
+// NT tokens: lane L of unit u is block 16u + L, as in unit_tile_avx2; a lane
+// past the row's last block adds the zero that a padded unit's lane adds.
+ALWAYS_INLINE void q40_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                                  size_t xs, float *out, const int NT) {
+    (void)type;
+    __m256 acc[TILE_T][16];
+    for (int t = 0; t < NT; t++)
+        for (int L = 0; L < 16; L++) acc[t][L] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t u = u0; u < u1; u++)
+        for (int L = 0; L < 16; L++) {
+            const int64_t b = 16 * u + L;
+            if (b >= n / 32) {
+                for (int t = 0; t < NT; t++) acc[t][L] = _mm256_add_ps(acc[t][L], _mm256_setzero_ps());
+                continue;
+            }
+            const uint8_t *blk = g + (size_t)b * 8 * sizeof(block_q4_0);
+            if (NT == 1)  // one token streams the group: ask for the bytes DECODE_AHEAD on
+                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
+            __m256i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3 (v < 4: the low nibbles, else the high)
+            for (int v = 0; v < 4; v++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * v));
+                q[v] = _mm256_and_si256(raw, m4);
+                q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+            for (int t = 0; t < NT; t++) {
+                const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
+                __m256i xb[8];
+                for (int v = 0; v < 8; v++) xb[v] = _mm256_set1_epi32((int)load_u32(a + 64 * v + 4 * L));
+                // q - 8: the word is c = -128 Σx, so subtract 8 Σx = -c / 16 (as half_token)
+                const __m256i i = _mm256_add_epi32(dots_u8s8(q, xb, 8, 8),
+                                                   _mm256_srai_epi32(_mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * L)), 4));
+                const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L)));
+                acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc[t][L]);
+            }
+        }
+    for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
+}
+
+// Q8_0, the group at g (block b: the 8 rows' d, then qs as 8 vectors) against
+// NT tokens, lanes as in q40_tile8_avx2; signed weights: |w| times x with w's
+// sign, as half_token.
+ALWAYS_INLINE void q80_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                                  size_t xs, float *out, const int NT) {
+    (void)type;
+    __m256 acc[TILE_T][16];
+    for (int t = 0; t < NT; t++)
+        for (int L = 0; L < 16; L++) acc[t][L] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++)
+        for (int L = 0; L < 16; L++) {
+            const int64_t b = 16 * u + L;
+            if (b >= n / 32) {
+                for (int t = 0; t < NT; t++) acc[t][L] = _mm256_add_ps(acc[t][L], _mm256_setzero_ps());
+                continue;
+            }
+            const uint8_t *blk = g + (size_t)b * 8 * sizeof(block_q8_0);
+            if (NT == 1)  // as in q40_tile8_avx2
+                for (int l = 0; l < 5; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
+            __m256i q[8], aq[8];  // q[v] lane r: row r's weights 4v .. 4v+3; aq: their magnitudes
+            for (int v = 0; v < 8; v++) {
+                q[v] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * v));
+                aq[v] = _mm256_sign_epi8(q[v], q[v]);
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+            for (int t = 0; t < NT; t++) {
+                const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
+                __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+                for (int v = 0; v < 8; v += 2) {
+                    i0 = dot_u8s8(i0, aq[v], _mm256_sign_epi8(_mm256_set1_epi32((int)load_u32(a + 64 * v + 4 * L)), q[v]));
+                    i1 = dot_u8s8(i1, aq[v + 1],
+                                  _mm256_sign_epi8(_mm256_set1_epi32((int)load_u32(a + 64 * (v + 1) + 4 * L)), q[v + 1]));
+                }
+                const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L)));
+                acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), dd, acc[t][L]);
+            }
+        }
+    for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
+}
+
+// Q6_K, the group at g8 against NT tokens: lane j of unit u (a super-block)
+// is group j, as in q6k_tile_avx2. Group j = 8h + 2k + i (h, i < 2, k < 4)
+// takes nibble k >> 1 of ql vectors 16h + 8(k & 1) + 4i + v and bits 2k,
+// 2k + 1 of qh vectors 8h + 4i + v (v < 4: its elements 4v .. 4v+3), as
+// q6k_unpack_avx2's N[k] does. k a constant (the shifts are).
+ALWAYS_INLINE void q6k_group8_avx2(const uint8_t *b, int64_t u, int h, int i, const int k, const uint8_t *x, size_t xs,
+                                   __m256 acc[][16], const int NT) {
+    const uint8_t *ql = b, *qh = b + 1024, *sc = b + 1536;
+    const int j = 8 * h + 2 * k + i;
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    __m256i q[4];  // q[v] lane r: row r's 6-bit weights 4v .. 4v+3 of group j
+    for (int v = 0; v < 4; v++) {
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + 8 * (k & 1) + 4 * i + v)));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(qh + 32 * (8 * h + 4 * i + v)));
+        const __m256i hi = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2)
+                         : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
+        q[v] = _mm256_or_si256(_mm256_and_si256(k >> 1 ? _mm256_srli_epi16(l, 4) : l, m4), _mm256_and_si256(hi, m30));
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 1664)));
+    const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)))), d);
+    for (int t = 0; t < NT; t++) {
+        const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+        __m256i xb[4];
+        for (int v = 0; v < 4; v++) xb[v] = _mm256_set1_epi32((int)load_u32(r + 64 * v + 4 * j));
+        const __m256i iv = _mm256_add_epi32(dots_u8s8(q, xb, 4, 2), _mm256_set1_epi32((int)load_u32(r + K16_C + 4 * j)));
+        acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(a, _mm256_set1_ps(load_f32(r + K16_D))), acc[t][j]);
+    }
+}
+
+ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                                  size_t xs, float *out, const int NT) {
+    (void)type, (void)n;
+    __m256 acc[TILE_T][16];
+    for (int t = 0; t < NT; t++)
+        for (int j = 0; j < 16; j++) acc[t][j] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *b = g8 + (size_t)u * 8 * sizeof(block_q6_K);
+        if (NT == 1)  // as in q40_tile8_avx2
+            for (size_t l = 0; l < 8 * sizeof(block_q6_K); l += 64) _mm_prefetch((const char *)b + DECODE_AHEAD + l, _MM_HINT_NTA);
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 2; i++) {
+                q6k_group8_avx2(b, u, h, i, 0, x, xs, acc, NT);
+                q6k_group8_avx2(b, u, h, i, 1, x, xs, acc, NT);
+                q6k_group8_avx2(b, u, h, i, 2, x, xs, acc, NT);
+                q6k_group8_avx2(b, u, h, i, 3, x, xs, acc, NT);
+            }
+    }
+    for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
+}
+
+TILE_FN(tile8_q4_0, q40_tile8_avx2, Q_Q4_0)
+TILE_FN(tile8_q8_0, q80_tile8_avx2, Q_Q8_0)
+TILE_FN(tile8_q6_K, q6k_tile8_avx2, Q_Q6_K)
+const tile_fn q_tiles8_avx2[Q_TYPE_COUNT] = {[Q_Q4_0] = tile8_q4_0, [Q_Q8_0] = tile8_q8_0, [Q_Q6_K] = tile8_q6_K};
+
+// Tokens [0, nt) of 8 rows (lanes [lo, hi) kept; y: row lo's outputs), in
+// groups as the token count allows: tokens [0, ngemm) in the gemm order
+// (ngemm a multiple of 4), the rest in the gemv order. One token alone on
+// ggml's rows streams them through k4_decode8_avx2, which gathers no lanes.
+ALWAYS_INLINE void k4_tokens8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int lo, int hi,
+                                   int64_t n, const uint8_t *x, size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    for (int t = 0; t < nt;) {
+        float *yt = y + (size_t)t * ldy;
+        const uint8_t *xt = x + (size_t)t * xs;
+        const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;  // gemm: left is a multiple of 4
+        if (left >= 8) k4_rows8_avx2(type, rows, g8, lo, hi, n, xt, xs, gemm, yt, ldy, 8), t += 8;
+        else if (left >= 4) k4_rows8_avx2(type, rows, g8, lo, hi, n, xt, xs, gemm, yt, ldy, 4), t += 4;
+        else if (left >= 2) k4_rows8_avx2(type, rows, g8, lo, hi, n, xt, xs, 0, yt, ldy, 2), t += 2;
+        else if (g8) k4_rows8_avx2(type, rows, g8, lo, hi, n, xt, xs, 0, yt, ldy, 1), t += 1;
+        else k4_decode8_avx2(type, rows, hi, n, xt, yt), t += 1;
+    }
+}
+
 // The type a compile-time constant (q_matmul_k_avx2).
 ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
@@ -580,18 +795,7 @@ ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, 
         const int nv = nr - r0 < 8 ? nr - r0 : 8;
         const uint8_t *rows[8];
         for (int r = 0; r < 8; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        for (int t = 0; t < nt;) {
-            float *yt = y + (size_t)t * ldy + r0;
-            const uint8_t *xt = x + (size_t)t * xs;
-            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;  // gemm: left is a multiple of 4
-            if (left >= 8) k4_rows8_avx2(type, rows, nv, n, xt, xs, gemm, yt, ldy, 8), t += 8;
-            else if (left >= 4) k4_rows8_avx2(type, rows, nv, n, xt, xs, gemm, yt, ldy, 4), t += 4;
-            else if (left >= 2) k4_rows8_avx2(type, rows, nv, n, xt, xs, 0, yt, ldy, 2), t += 2;
-            else {
-                k4_decode8_avx2(type, rows, nv, n, xt, yt);
-                t += 1;
-            }
-        }
+        k4_tokens8_avx2(type, rows, NULL, 0, nv, n, x, xs, nt, ngemm, y + r0, ldy);
     }
 }
 
@@ -599,6 +803,24 @@ void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int 
                      size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     if (type == Q_Q4_K) matmul_k4_avx2_t(Q_Q4_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
     else matmul_k4_avx2_t(Q_Q5_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
+}
+
+// x8 groups (quant_x8.c): rows [lo, lo + nr) from the group at w8 on.
+ALWAYS_INLINE void matmul_k4_x8_avx2_t(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x,
+                                       size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    const size_t gb = (size_t)(n / 256) * 8 * k4_block_bytes(type);
+    const uint8_t *const none[8] = {0};  // no ggml rows: the kernels read the group
+    for (int i = 0; i < nr; w8 += gb, lo = 0) {
+        const int hi = lo + nr - i < 8 ? lo + nr - i : 8;
+        k4_tokens8_avx2(type, none, w8, lo, hi, n, x, xs, nt, ngemm, y + i, ldy);
+        i += hi - lo;
+    }
+}
+
+void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
+                        int nt, int ngemm, float *y, size_t ldy) {
+    if (type == Q_Q4_K) matmul_k4_x8_avx2_t(Q_Q4_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
+    else matmul_k4_x8_avx2_t(Q_Q5_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
 }
 
 #endif  // Q_AVX2

@@ -3,7 +3,8 @@
 // row layouts (described in quant.h), and the unit-kernel scheme.
 //
 // Files: quant.c (type table, conversions, dequantization, activation
-// quantization, the q_matmul driver); the kernels of one ISA each, every file
+// quantization, the q_matmul driver); quant_x8.c (weights with 8 rows
+// interleaved, for the AVX2 kernels); the kernels of one ISA each, every file
 // compiled in every build and empty but for this header where its ISA is not
 // the build's: quant_avx512.c (AVX-512 VNNI), quant_avx2.c (AVX2),
 // quant_generic.c (portable C: it states the math the SIMD kernels
@@ -443,5 +444,20 @@ ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
 extern const tile_fn Q_ISA(q_tiles)[Q_TYPE_COUNT];
 void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy);
+
+// x8 weights (quant.h, quant_x8.c). The AVX2 build has kernels for them:
+//   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
+//     w (out[8 t + r]: token t, row r), for q_x8_wanted's unit-kernel types;
+//   q_matmul_k_x8_avx2: as q_matmul_k, rows [lo, lo + nr) of the x8 matrix
+//     whose group 0 starts at w8 (lo < 8).
+// Other builds (and types without them) multiply through x8_matmul_unpacked
+// (quant_x8.c: q_matmul_x8's arguments), which unpacks each row.
+#if defined(Q_AVX2)
+extern const tile_fn q_tiles8_avx2[Q_TYPE_COUNT];
+void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
+                        int nt, int ngemm, float *y, size_t ldy);
+#endif
+void x8_matmul_unpacked(uint32_t type, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xs,
+                        int nt, int nt_joint, float *y, size_t ldy);
 
 #endif

@@ -3,7 +3,9 @@
 # portable C) compute the same bits, so quill's products do not depend on the
 # machine it was built for (the goldens this build passes also pass in an
 # x86-64-v3 and a no-SIMD build); so do the three builds of the CPU attention
-# (cpu_attention.c, test_attention --dump).
+# (cpu_attention.c, test_attention --dump). An x86-64-v3 build of quill
+# itself (whose CPU backend repacks weights: quant.h's x8) runs the golden
+# continuations.
 #   env: BUILD (build). Run from the repo root; exit 0 = pass.
 #
 # test_quant --dump prints a hash of q_matmul's output for 800 products over
@@ -43,6 +45,24 @@ for f in "${flavours[@]}"; do
         cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/$name.txt")
     "$tmp/ta_$name" --dump >"$tmp/att_$name.txt"
     check "$name copy of the CPU attention: the same bits as this build" cmp -s "$tmp/att_this.txt" "$tmp/att_$name.txt"
+    [ "$name" = avx2 ] || continue
+    # quill itself built so: its CPU backend interleaves the weights whose
+    # kernels read them faster that way (quant.h's x8: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
+    # here), and must still give llama.cpp's continuations (tests/golden.py)
+    opt=${f#*:}
+    [ -n "$san" ] && opt=${opt/-O3/-O1}  # as make test-asan builds
+    if ! make -s --no-print-directory -j2 BUILD="$tmp/build_$name" CUDA=0 OPT="$opt" SAN="$san" \
+        "$tmp/build_$name/quill" >"$tmp/make_$name.log" 2>&1; then
+        cat "$tmp/make_$name.log"
+        echo "FAIL could not build the $name quill"
+        fail=1
+    elif "$PY" tests/golden.py "$tmp/build_$name/quill" "$SHARED" continuations >"$tmp/golden_$name.txt" 2>&1; then
+        echo "ok   $name build of quill: $(grep -c '^ok' "$tmp/golden_$name.txt") continuations as llama.cpp's, no failures"
+    else
+        grep -v '^ok' "$tmp/golden_$name.txt"
+        echo "FAIL $name build of quill: the golden continuations"
+        fail=1
+    fi
 done
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
     if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread &&

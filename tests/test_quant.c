@@ -3,6 +3,7 @@
 //   build/tests/test_quant           run the tests (from the repo root; SHARED
 //                                    names the shared data, default ../shared)
 //   build/tests/test_quant --bench [TYPE|all [ROWSxCOLS]]   kernel speeds (default 8192x2048), no checks
+//                                    (of the x8 copies where the CPU backend makes them: "Q4_K x8")
 //   build/tests/test_quant --dump    hashes of q_matmul outputs (tests/t_isa.sh)
 //
 // References: numpy's float16 and a float64 numpy dequantizer written from the
@@ -571,6 +572,23 @@ static float ref_k4_dot(uint32_t type, const uint8_t *w, const uint8_t *xq, int6
     return acc - accm;
 }
 
+// The x8 copy (quant.h) of nr rows ws bytes apart; its rows dequantize as
+// the originals do, bit for bit.
+static uint8_t *x8_copy(uint32_t type, const uint8_t *w, size_t ws, int nr, int64_t n) {
+    const size_t rb = qtype_row_bytes(type, n);
+    uint8_t *dense = xmalloc64(rb * nr), *w8 = xmalloc64(q_x8_bytes(type, nr, n));
+    for (int i = 0; i < nr; i++) memcpy(dense + i * rb, w + i * ws, rb);
+    q_x8_pack(type, n, nr, 0, (nr + 7) / 8, dense, w8);
+    float *a = xmalloc64(sizeof(float) * n), *b = xmalloc64(sizeof(float) * n);
+    for (int i = 0; i < nr; i++) {
+        q_dequantize_row(type, dense + i * rb, a, n);
+        q_x8_dequantize_row(type, n, w8, i, b);
+        if (memcmp(a, b, sizeof(float) * n)) fail("%s x8 layout: row %d of %d dequantizes differently", qtype_get(type)->name, i, nr);
+    }
+    free(dense), free(a), free(b);
+    return w8;
+}
+
 // q_matmul's products must equal ref bit for bit (greedy outputs on near-tied
 // logits depend on it) for every (rows, tokens) shape, with row counts around
 // the kernels' 8- and 16-row groups and token counts that exercise every tile
@@ -593,16 +611,24 @@ static void check_order(uint32_t type, const int (*shapes)[2], size_t n_shapes, 
                 for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)(amp * gauss(&r));
                 q_quantize_act(type, x, xq + t * xs, n);
             }
-            q_matmul(type, n, w, ws, nr, xq, xs, nt, nt, y, (size_t)nr);
-            for (int t = 0; t < nt; t++)
-                for (int i = 0; i < nr; i++, checked++) {
-                    const int gemm = t < nt - nt % 4;
-                    const float want = ref(type, w + i * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
-                    if (fbits(got) != fbits(want) && bad++ < 3)
-                        fail("%s order n=%lld nr=%d nt=%d row %d token %d: %a, the reference order gives %a",
-                             qtype_get(type)->name, (long long)n, nr, nt, i, t, got, want);
-                }
-            free(w), free(xq), free(x), free(y);
+            // ggml's rows, then (q_x8_layout types) the x8 copy: all rows and parts starting inside a group
+            uint8_t *w8 = q_x8_layout(type) ? x8_copy(type, w, ws, nr, n) : NULL;
+            const int parts[][2] = {{0, nr}, {0, nr}, {nr / 2, nr - nr / 2}, {nr - 1, 1}, {1, nr - 1}};
+            for (int p = 0; p < (w8 ? 5 : 1) && parts[p][1] > 0; p++) {
+                const int r0 = parts[p][0], cnt = parts[p][1];
+                memset(y, 0xff, sizeof(float) * nr * nt);
+                if (p == 0) q_matmul(type, n, w, ws, nr, xq, xs, nt, nt, y, (size_t)nr);
+                else q_matmul_x8(type, n, w8, r0, cnt, xq, xs, nt, nt, y, (size_t)nr);
+                for (int t = 0; t < nt; t++)
+                    for (int i = 0; i < cnt; i++, checked++) {
+                        const int gemm = t < nt - nt % 4;
+                        const float want = ref(type, w + (r0 + i) * ws, xq + t * xs, n, gemm), got = y[(size_t)t * nr + i];
+                        if (fbits(got) != fbits(want) && bad++ < 3)
+                            fail("%s order%s n=%lld nr=%d nt=%d row %d token %d: %a, the reference order gives %a",
+                                 qtype_get(type)->name, p ? " (x8 layout)" : "", (long long)n, nr, nt, r0 + i, t, got, want);
+                    }
+            }
+            free(w), free(w8), free(xq), free(x), free(y);
         }
     if (bad) fail("%s order: %d of %d products differ from the reference float order", qtype_get(type)->name, bad, checked);
     printf("%s float order (%s): %d products bit-identical to the reference's\n", qtype_get(type)->name,
@@ -616,6 +642,54 @@ static void test_k4_order(void) {
     static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {16, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {3, 7}};
     check_order(Q_Q4_K, shapes, sizeof shapes / sizeof shapes[0], 0x4B4B4B4Bull, ref_k4_dot);
     check_order(Q_Q5_K, shapes, sizeof shapes / sizeof shapes[0], 0x5EED5EED5ull, ref_k4_dot);
+}
+
+// Every x8 type (quant.h): the interleaved copy's products equal q_matmul's
+// on ggml's rows bit for bit (the AVX2 build's x8 kernels; elsewhere an
+// unpacking path), over row ranges that start and end inside groups, unit
+// tails, K chunks, joint and lone tokens; its rows dequantize the same.
+static void test_x8(void) {
+    static const uint32_t types[] = {Q_Q4_0, Q_Q8_0, Q_Q6_K, Q_Q4_K, Q_Q5_K};
+    static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {20, 17}};
+    rng_t r = {0x8888ull};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t sizes[] = {256, 768, 4096, qtype_get(type)->block == 32 ? 4640 : 2816};
+        int checked = 0, bad = 0;
+        for (int si = 0; si < 4; si++)
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+                const int64_t n = sizes[si];
+                const int nr = shapes[k][0], nt = shapes[k][1];
+                const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n);
+                uint8_t *w = xmalloc64(rb * nr), *xq = xmalloc64(xs * nt);
+                float *x = xmalloc64(sizeof(float) * n), *y = xmalloc64(sizeof(float) * nr * nt),
+                      *y8 = xmalloc64(sizeof(float) * nr * nt);
+                for (int i = 0; i < nr; i++) random_row(&r, type, w + i * rb, n);
+                for (int t = 0; t < nt; t++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = t == 3 ? 0.0f : (float)gauss(&r);
+                    q_quantize_act(type, x, xq + t * xs, n);
+                }
+                uint8_t *w8 = x8_copy(type, w, rb, nr, n);
+                const int parts[][2] = {{0, nr}, {nr / 2, nr - nr / 2}, {nr - 1, 1}, {1, nr - 1}};
+                for (int joint = nt;; joint = joint > 1 ? joint / 2 : 0) {
+                    q_matmul(type, n, w, rb, nr, xq, xs, nt, joint, y, nr);
+                    for (int p = 0; p < 4 && parts[p][1] > 0; p++) {
+                        memset(y8, 0xff, sizeof(float) * nr * nt);
+                        q_matmul_x8(type, n, w8, parts[p][0], parts[p][1], xq, xs, nt, joint, y8, nr);
+                        for (int t = 0; t < nt; t++)
+                            for (int i = 0; i < parts[p][1]; i++, checked++)
+                                if (fbits(y8[t * nr + i]) != fbits(y[t * nr + parts[p][0] + i]) && bad++ < 3)
+                                    fail("%s x8 n=%lld rows %d..%d of %d, %d tokens (%d joint), row %d token %d: %a, q_matmul %a",
+                                         qtype_get(type)->name, (long long)n, parts[p][0], parts[p][0] + parts[p][1] - 1, nr,
+                                         nt, joint, parts[p][0] + i, t, y8[t * nr + i], y[t * nr + parts[p][0] + i]);
+                    }
+                    if (joint == 0) break;
+                }
+                free(w), free(w8), free(xq), free(x), free(y), free(y8);
+            }
+        printf("%s x8 layout (%s%s): %d products bit-identical to q_matmul's\n", qtype_get(type)->name, q_simd_name(),
+               q_x8_wanted(type) ? ", its kernels" : ", unpacked", checked - bad);
+    }
 }
 
 // ------------------------------------------------------------------- bench
@@ -642,10 +716,20 @@ static double read_gbs(const uint8_t *p, size_t bytes) {
     return best;
 }
 
+// Rows [r0, r0 + nr) of the matrix at w against nt tokens (all joint), as
+// the CPU backend multiplies them: through its x8 copy (x8) where this
+// build's kernels want one (q_x8_wanted), else ggml's rows rb bytes apart.
+static void bench_mm(uint32_t type, int x8, int64_t n, const uint8_t *w, size_t rb, int r0, int nr, const uint8_t *xq,
+                     size_t xs, int nt, float *y, size_t ldy) {
+    if (x8) q_matmul_x8(type, n, w, r0, nr, xq, xs, nt, nt, y, ldy);
+    else q_matmul(type, n, w + (size_t)r0 * rb, rb, nr, xq, xs, nt, nt, y, ldy);
+}
+
 // The decode matvec as cpu.c runs it on all cores: each matrix's rows split
 // between the pool's threads.
 typedef struct {
     uint32_t type;
+    int x8;
     int64_t n;
     const uint8_t *w, *xq;
     size_t rb;
@@ -656,7 +740,7 @@ typedef struct {
 static void mv_part(void *ctx, int i, int nth) {
     const mv_job *j = ctx;
     const int r0 = (int)((int64_t)j->rows * i / nth), r1 = (int)((int64_t)j->rows * (i + 1) / nth);
-    q_matmul(j->type, j->n, j->w + (size_t)r0 * j->rb, j->rb, r1 - r0, j->xq, 0, 1, 1, j->y + r0, 0);
+    bench_mm(j->type, j->x8, j->n, j->w, j->rb, r0, r1 - r0, j->xq, 0, 1, j->y + r0, 0);
 }
 
 static void bench(const char *only, int rows, int64_t n) {
@@ -669,7 +753,7 @@ static void bench(const char *only, int rows, int64_t n) {
     const int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     tpool *pool = tp_create(ncpu);
     if (!pool) fail("cannot start %d threads", ncpu);
-    printf("%-5s %14s %14s %13s %16s %16s %18s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
+    printf("%-8s %14s %14s %13s %16s %16s %18s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
            "64-token GMAC/s", "quantize ns/el", "DRAM matvec, all");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
@@ -679,6 +763,13 @@ static void bench(const char *only, int rows, int64_t n) {
         uint8_t *w = xmalloc64(mb * nmat), *xq = xmalloc64(xs * ntok);
         float *x = xmalloc64(sizeof(float) * n * ntok), *y = xmalloc64(sizeof(float) * rows * ntok);
         for (int i = 0; i < rows; i++) random_row(&r, type, w + i * rb, n);
+        const int x8 = q_x8_wanted(type);  // the matrices as the CPU backend keeps them
+        if (x8) {
+            uint8_t *w8 = xmalloc64(mb * nmat);
+            q_x8_pack(type, n, rows, 0, rows / 8, w, w8);
+            free(w);
+            w = w8;
+        }
         for (int m = 1; m < nmat; m++) memcpy(w + m * mb, w, mb);
         for (int64_t i = 0; i < n * ntok; i++) x[i] = (float)gauss(&r);
         double bestq = 1e9, bestd = 1e9, bestc = 1e9, bestt = 1e9;
@@ -687,28 +778,27 @@ static void bench(const char *only, int rows, int64_t n) {
             for (int t = 0; t < ntok; t++) q_quantize_act(type, x + t * n, xq + t * xs, n);
             bestq = fmin(bestq, now_sec() - t0);
             t0 = now_sec();
-            for (int m = 0; m < nmat; m++) q_matmul(type, n, w + m * mb, rb, rows, xq, xs, 1, 1, y, rows);
+            for (int m = 0; m < nmat; m++) bench_mm(type, x8, n, w + m * mb, rb, 0, rows, xq, xs, 1, y, rows);
             bestd = fmin(bestd, (now_sec() - t0) / nmat);
             for (int k = 0; k < 4; k++) {
                 t0 = now_sec();
-                q_matmul(type, n, w, rb, rows, xq, xs, 1, 1, y, rows);
+                bench_mm(type, x8, n, w, rb, 0, rows, xq, xs, 1, y, rows);
                 bestc = fmin(bestc, now_sec() - t0);
             }
             t0 = now_sec();
-            for (int r0 = 0; r0 < rows; r0 += 64)
-                q_matmul(type, n, w + (size_t)r0 * rb, rb, 64, xq, xs, ntok, ntok, y + r0, rows);
+            for (int r0 = 0; r0 < rows; r0 += 64) bench_mm(type, x8, n, w, rb, r0, 64, xq, xs, ntok, y + r0, rows);
             bestt = fmin(bestt, now_sec() - t0);
         }
         double bestp = 1e9;
         for (int rep = 0; rep < 3 && pool; rep++) {
             const double t0 = now_sec();
             for (int m = 0; m < nmat; m++) {
-                mv_job j = {type, n, w + m * mb, xq, rb, rows, y};
+                mv_job j = {type, x8, n, w + m * mb, xq, rb, rows, y};
                 tp_run(pool, mv_part, &j);
             }
             bestp = fmin(bestp, (now_sec() - t0) / nmat);
         }
-        printf("%-5s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f %13.1f GB/s\n", qtype_get(type)->name,
+        printf("%-5s%-3s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f %13.1f GB/s\n", qtype_get(type)->name, x8 ? " x8" : "",
                mb / bestd / 1e9, read_gbs(w, mb * nmat), mb / bestc / 1e9, (double)n * rows * ntok / bestt / 1e9,
                bestq / (n * ntok) * 1e9, mb / bestp / 1e9);
         free(w), free(xq), free(x), free(y);
@@ -748,16 +838,20 @@ static void dump(void) {
                     for (int64_t i = 0; i < n; i++) x[i] = (float)gauss(&r);
                     q_quantize_act(type, x, xq + t * xs, n);
                 }
-                for (int joint = nt;; joint = joint > 1 ? joint / 2 : 0) {
-                    memset(y, 0xff, sizeof(float) * nr * nt);
-                    q_matmul(type, n, w, rb, nr, xq, xs, nt, joint, y, nr);
-                    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the output bits
-                    for (size_t i = 0; i < sizeof(float) * nr * nt; i++) h = (h ^ ((uint8_t *)y)[i]) * 0x100000001b3ull;
-                    printf("%-4s n=%-5lld rows=%-2d tokens=%-2d joint=%-2d %016llx\n", qtype_get(type)->name,
-                           (long long)n, nr, nt, joint, (unsigned long long)h);
-                    if (joint == 0) break;
-                }
-                free(w), free(xq), free(x), free(y);
+                uint8_t *w8 = NULL;  // the x8 copy (the AVX2 build's kernels read it; others unpack it)
+                if (q_x8_layout(type)) q_x8_pack(type, n, nr, 0, (nr + 7) / 8, w, w8 = xmalloc64(q_x8_bytes(type, nr, n)));
+                for (int x8 = 0; x8 < 1 + !!w8; x8++)
+                    for (int joint = nt;; joint = joint > 1 ? joint / 2 : 0) {
+                        memset(y, 0xff, sizeof(float) * nr * nt);
+                        if (x8) q_matmul_x8(type, n, w8, 0, nr, xq, xs, nt, joint, y, nr);
+                        else q_matmul(type, n, w, rb, nr, xq, xs, nt, joint, y, nr);
+                        uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the output bits
+                        for (size_t i = 0; i < sizeof(float) * nr * nt; i++) h = (h ^ ((uint8_t *)y)[i]) * 0x100000001b3ull;
+                        printf("%-4s%s n=%-5lld rows=%-2d tokens=%-2d joint=%-2d %016llx\n", qtype_get(type)->name,
+                               x8 ? " x8" : "", (long long)n, nr, nt, joint, (unsigned long long)h);
+                        if (joint == 0) break;
+                    }
+                free(w), free(w8), free(xq), free(x), free(y);
             }
         }
     }
@@ -796,6 +890,7 @@ int main(int argc, char **argv) {
     test_act_nonfinite();
     test_matmul();
     test_k4_order();
+    test_x8();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
