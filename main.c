@@ -1016,6 +1016,9 @@ static int cmd_bench(int argc, char **argv) {
     if (huge >= 0)  // 4 KiB pages cost the CPU's decode a TLB miss every 4 KiB (mapping.c)
         printf("model file: %.1f MB, %.0f%% of it mapped in 2 MiB pages\n", model_gguf(m)->size / 1e6,
                100.0 * (double)huge / (double)model_gguf(m)->size);
+    if (model_x8_bytes(m))
+        printf("weights read from copies with 8 rows interleaved (the %s kernels' layout): %.1f MB\n",
+               q_simd_name(), model_x8_bytes(m) / 1e6);
     double bw, peak, bw_after = 0;  // bytes/s the decode is measured against; GEMM FLOP/s (device only)
     if (model_roofline(m, &bw, &peak, err)) die("%s", err);
     const int device = model_on_device(m);

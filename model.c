@@ -46,6 +46,7 @@ struct model {
     size_t weight_bytes;     // bytes one decode step reads (an MoE: the average token's)
     size_t total_bytes;      // bytes of all weights
     long long huge_bytes;    // bytes of the file mapped in 2 MiB pages (-1: not known or not mapped here)
+    size_t x8_bytes;         // bytes of weights the backend keeps with 8 rows interleaved (qmat.x8)
     moe_ctx moe;             // the MoE block's activations (cfg.n_expert > 0)
     // activations: one backend allocation carved into these, for n_batch tokens
     int n_batch;
@@ -105,6 +106,7 @@ static int get_parts(model *m, qmat *const parts[], const int64_t rows[], int k,
         *parts[i] = (qmat){.type = t->type, .rows = rows[i], .cols = cols, .row_bytes = row_bytes, .data = data};
         data += (size_t)rows[i] * row_bytes;
         if (m->ops->upload(m->be, parts[i], err)) return -1;
+        if (parts[i]->x8) m->x8_bytes += (size_t)rows[i] * row_bytes;
     }
     if (strcmp(name, "token_embd.weight")) m->weight_bytes += t->nbytes;
     m->total_bytes += t->nbytes;
@@ -135,6 +137,7 @@ static int get_experts(model *m, qmat *out, const char *name, int64_t cols, int6
     *out = (qmat){.type = t->type, .rows = rows * c->n_expert, .cols = cols,
                   .row_bytes = qtype_row_bytes(t->type, cols), .data = t->data};
     if (m->ops->upload(m->be, out, err)) return -1;
+    if (out->x8) m->x8_bytes += t->nbytes;
     m->weight_bytes += (size_t)((double)t->nbytes * c->n_expert_used / c->n_expert);
     m->total_bytes += t->nbytes;
     return 0;
@@ -447,6 +450,7 @@ const char *model_backend_desc(model *m) { return m->ops->describe(m->be); }
 size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
 size_t model_total_weight_bytes(const model *m) { return m->total_bytes; }
 long long model_huge_page_bytes(const model *m) { return m->huge_bytes; }
+size_t model_x8_bytes(const model *m) { return m->x8_bytes; }
 
 // ---- forward --------------------------------------------------------------
 

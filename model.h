@@ -49,6 +49,9 @@ size_t model_total_weight_bytes(const model *m);
 // Bytes of the model file the CPU backend reads through 2 MiB pages (see
 // mapping.c); -1 where not known, or the weights live on a device.
 long long model_huge_page_bytes(const model *m);
+// Bytes of weights the backend copied at load with 8 rows interleaved
+// (quant.h's x8: the CPU backend, where its kernels read them faster so).
+size_t model_x8_bytes(const model *m);
 
 // Runs n tokens at positions model_len(m) .. +n-1 of sequence 0 (which
 // exists from model_load) and appends them to its KV cache. Writes logits of

@@ -634,12 +634,13 @@ ALWAYS_INLINE void reduce16_rows8(const __m256 acc[16], float *out) {
     _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3])));
 }
 
-// Q4_0, the group at g (block b: the 8 rows' d, then qs as 4 vectors) against
-// NT tokens: lane L of unit u is block 16u + L, as in unit_tile_avx2; a lane
-// past the row's last block adds the zero that a padded unit's lane adds.
-ALWAYS_INLINE void q40_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
-                                  size_t xs, float *out, const int NT) {
-    (void)type;
+// Q4_0 and Q8_0, the group at g (block b: the 8 rows' d, then qs as 4 or 8
+// vectors) against NT tokens: lane L of unit u is block 16u + L, as in
+// unit_tile_avx2 (and half_token's integer sums); a lane past the row's last
+// block adds the zero that a padded unit's lane adds.
+ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                                   size_t xs, float *out, const int NT) {
+    const size_t bb = block32_bytes(type);
     __m256 acc[TILE_T][16];
     for (int t = 0; t < NT; t++)
         for (int L = 0; L < 16; L++) acc[t][L] = _mm256_setzero_ps();
@@ -651,65 +652,34 @@ ALWAYS_INLINE void q40_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, in
                 for (int t = 0; t < NT; t++) acc[t][L] = _mm256_add_ps(acc[t][L], _mm256_setzero_ps());
                 continue;
             }
-            const uint8_t *blk = g + (size_t)b * 8 * sizeof(block_q4_0);
+            const uint8_t *blk = g + (size_t)b * 8 * bb;
             if (NT == 1)  // one token streams the group: ask for the bytes DECODE_AHEAD on
-                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
-            __m256i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3 (v < 4: the low nibbles, else the high)
+                for (size_t l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)blk + DECODE_AHEAD + l, _MM_HINT_NTA);
+            __m256i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3 (Q4_0: v < 4 the low nibbles, else the high)
             for (int v = 0; v < 4; v++) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * v));
-                q[v] = _mm256_and_si256(raw, m4);
-                q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                q[v] = type == Q_Q8_0 ? raw : _mm256_and_si256(raw, m4);
+                q[v + 4] = type == Q_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 144 + 32 * v))
+                                          : _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
             for (int t = 0; t < NT; t++) {
                 const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
-                __m256i xb[8];
+                __m256i xb[8], i;
                 for (int v = 0; v < 8; v++) xb[v] = _mm256_set1_epi32((int)load_u32(a + 64 * v + 4 * L));
-                // q - 8: the word is c = -128 Σx, so subtract 8 Σx = -c / 16 (as half_token)
-                const __m256i i = _mm256_add_epi32(dots_u8s8(q, xb, 8, 8),
-                                                   _mm256_srai_epi32(_mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * L)), 4));
-                const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L)));
-                acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc[t][L]);
-            }
-        }
-    for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
-}
-
-// Q8_0, the group at g (block b: the 8 rows' d, then qs as 8 vectors) against
-// NT tokens, lanes as in q40_tile8_avx2; signed weights: |w| times x with w's
-// sign, as half_token.
-ALWAYS_INLINE void q80_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
-                                  size_t xs, float *out, const int NT) {
-    (void)type;
-    __m256 acc[TILE_T][16];
-    for (int t = 0; t < NT; t++)
-        for (int L = 0; L < 16; L++) acc[t][L] = _mm256_setzero_ps();
-    for (int64_t u = u0; u < u1; u++)
-        for (int L = 0; L < 16; L++) {
-            const int64_t b = 16 * u + L;
-            if (b >= n / 32) {
-                for (int t = 0; t < NT; t++) acc[t][L] = _mm256_add_ps(acc[t][L], _mm256_setzero_ps());
-                continue;
-            }
-            const uint8_t *blk = g + (size_t)b * 8 * sizeof(block_q8_0);
-            if (NT == 1)  // as in q40_tile8_avx2
-                for (int l = 0; l < 5; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
-            __m256i q[8], aq[8];  // q[v] lane r: row r's weights 4v .. 4v+3; aq: their magnitudes
-            for (int v = 0; v < 8; v++) {
-                q[v] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * v));
-                aq[v] = _mm256_sign_epi8(q[v], q[v]);
-            }
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-            for (int t = 0; t < NT; t++) {
-                const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
-                __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-                for (int v = 0; v < 8; v += 2) {
-                    i0 = dot_u8s8(i0, aq[v], _mm256_sign_epi8(_mm256_set1_epi32((int)load_u32(a + 64 * v + 4 * L)), q[v]));
-                    i1 = dot_u8s8(i1, aq[v + 1],
-                                  _mm256_sign_epi8(_mm256_set1_epi32((int)load_u32(a + 64 * (v + 1) + 4 * L)), q[v + 1]));
+                if (type == Q_Q8_0) {  // signed weights: |w| times x with w's sign
+                    __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+                    for (int v = 0; v < 8; v += 2) {
+                        i0 = dot_u8s8(i0, _mm256_sign_epi8(q[v], q[v]), _mm256_sign_epi8(xb[v], q[v]));
+                        i1 = dot_u8s8(i1, _mm256_sign_epi8(q[v + 1], q[v + 1]), _mm256_sign_epi8(xb[v + 1], q[v + 1]));
+                    }
+                    i = _mm256_add_epi32(i0, i1);
+                } else {  // q - 8: the word is c = -128 Σx, so subtract 8 Σx = -c / 16
+                    i = _mm256_add_epi32(dots_u8s8(q, xb, 8, 8),
+                                         _mm256_srai_epi32(_mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * L)), 4));
                 }
                 const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L)));
-                acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), dd, acc[t][L]);
+                acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc[t][L]);
             }
         }
     for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
@@ -752,7 +722,7 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
         for (int j = 0; j < 16; j++) acc[t][j] = _mm256_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *b = g8 + (size_t)u * 8 * sizeof(block_q6_K);
-        if (NT == 1)  // as in q40_tile8_avx2
+        if (NT == 1)  // as in unit_tile8_avx2
             for (size_t l = 0; l < 8 * sizeof(block_q6_K); l += 64) _mm_prefetch((const char *)b + DECODE_AHEAD + l, _MM_HINT_NTA);
         for (int h = 0; h < 2; h++)
             for (int i = 0; i < 2; i++) {
@@ -765,8 +735,8 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
     for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
 }
 
-TILE_FN(tile8_q4_0, q40_tile8_avx2, Q_Q4_0)
-TILE_FN(tile8_q8_0, q80_tile8_avx2, Q_Q8_0)
+TILE_FN(tile8_q4_0, unit_tile8_avx2, Q_Q4_0)
+TILE_FN(tile8_q8_0, unit_tile8_avx2, Q_Q8_0)
 TILE_FN(tile8_q6_K, q6k_tile8_avx2, Q_Q6_K)
 const tile_fn q_tiles8_avx2[Q_TYPE_COUNT] = {[Q_Q4_0] = tile8_q4_0, [Q_Q8_0] = tile8_q8_0, [Q_Q6_K] = tile8_q6_K};
 
