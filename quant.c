@@ -545,7 +545,10 @@ typedef struct {
 static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const uint8_t *x, size_t xs, int nt,
                          int lone, float *y, size_t ldy) {
     int64_t unit;
-    const tile_fn tile = tile_for(wtype, &unit);
+    tile_fn tile = tile_for(wtype, &unit);
+#if defined(Q_AVX2)
+    if (s->x8) tile = q_tiles8_avx2[wtype];  // the same units, 8 rows a call
+#endif
     const int64_t nu = (n + unit - 1) / unit;
     const int64_t unit_bytes = (int64_t)q_act_row_bytes(wtype, unit);  // >= the bytes a unit spans
     const int64_t kc_max = K_CHUNK_BYTES / unit_bytes > 0 ? K_CHUNK_BYTES / unit_bytes : 1;
@@ -569,11 +572,7 @@ static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const
                         for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + s->ws + l, 0, 3);
                     if (nt == 1 && !s->x8)  // a row's worth, DECODE_AHEAD further on (the x8 kernels ask as they go)
                         for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + DECODE_AHEAD + l, 0, 0);
-#if defined(Q_AVX2)
-                    if (s->x8) q_tiles8_avx2[wtype](wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
-                    else
-#endif
-                        tile(wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
+                    tile(wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
                     for (int r = v < v0 ? v0 : v; r < v + per && r < v1; r++)
                         for (int t = 0; t < tn; t++) {
                             float *yp = y + (size_t)(t0 + t) * ldy + (r - v0);

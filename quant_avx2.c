@@ -12,6 +12,12 @@
 
 #if defined(Q_AVX2)
 
+// One token streams each weight row (or x8 group) once: the kernels ask for
+// the `bytes` that start DECODE_AHEAD after p as they go.
+ALWAYS_INLINE void decode_prefetch(const uint8_t *p, size_t bytes) {
+    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + DECODE_AHEAD + l, _MM_HINT_NTA);
+}
+
 // Dwords of rows: lane l of t[k] = dword k of the 16 bytes at p[l] (p[0..3]
 // in the low 128 bits, p[4..7] in the high), k < 4.
 ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {
@@ -455,7 +461,7 @@ ALWAYS_INLINE void k4_decode8_avx2(uint32_t type, const uint8_t *const rows[8], 
         for (int r = 0; r < 8; r++)
             for (int k = 0; k < kn; k++) {
                 const uint8_t *blk = rows[r] + (size_t)(k0 + k) * bb;
-                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
+                decode_prefetch(blk, 3 * 64);
                 V[k][r] = k4_row_avx2(type, blk, x + (size_t)(k0 + k) * K4_BYTES);
             }
         for (int k = 0; k < kn; k++) {
@@ -517,9 +523,10 @@ ALWAYS_INLINE const uint8_t *k4_x8_block(uint32_t type, const uint8_t *g8, int64
 ALWAYS_INLINE void k4_scales8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int64_t k, k_scales8 *o) {
     if (g8) {
         const uint8_t *b = k4_x8_block(type, g8, k);
-        const __m256i w[3] = {_mm256_loadu_si256((const __m256i *)(b + 32)), _mm256_loadu_si256((const __m256i *)(b + 64)),
-                              _mm256_loadu_si256((const __m256i *)(b + 96))};
-        k_scales8_make(w, _mm_loadu_si128((const __m128i *)b), _mm_loadu_si128((const __m128i *)(b + 16)), o);
+        const uint8_t *sc = b + X8_AT(block_q4_K, scales);
+        const __m256i w[3] = {_mm256_loadu_si256((const __m256i *)sc), _mm256_loadu_si256((const __m256i *)(sc + 32)),
+                              _mm256_loadu_si256((const __m256i *)(sc + 64))};
+        k_scales8_make(w, _mm_loadu_si128((const __m128i *)b), _mm_loadu_si128((const __m128i *)(b + X8_AT(block_q4_K, dmin))), o);
         return;
     }
     const uint8_t *p[8];  // the 16-byte heads: d | dmin << 16, then the scale words
@@ -538,7 +545,7 @@ ALWAYS_INLINE void k4_scales8_avx2(uint32_t type, const uint8_t *const rows[8], 
 ALWAYS_INLINE void k4_dwords8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int64_t k, int c,
                                    __m256i raw[8]) {
     if (g8) {
-        const uint8_t *v0 = k4_x8_block(type, g8, k) + 128 + (c < 0 ? 0 : 256 * (type == Q_Q5_K) + 256 * (size_t)c);
+        const uint8_t *v0 = k4_x8_block(type, g8, k) + 8 * (c < 0 ? K4_QH_OFF : k4_qs_off(type) + 32 * (size_t)c);
         for (int v = 0; v < 8; v++) raw[v] = _mm256_loadu_si256((const __m256i *)(v0 + 32 * v));
         return;
     }
@@ -574,8 +581,7 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], co
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t k = 0; k < n / 256; k++) {
         if (NT == 1 && g8)  // one token streams the group: ask for the bytes DECODE_AHEAD on
-            for (size_t l = 0; l < 8 * k4_block_bytes(type); l += 64)
-                _mm_prefetch((const char *)k4_x8_block(type, g8, k) + DECODE_AHEAD + l, _MM_HINT_NTA);
+            decode_prefetch(k4_x8_block(type, g8, k), 8 * k4_block_bytes(type));
         k_scales8 ks;
         k4_scales8_avx2(type, rows, g8, k, &ks);
         const uint8_t *u = x + (size_t)k * K4_BYTES;
@@ -654,12 +660,12 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
             }
             const uint8_t *blk = g + (size_t)b * 8 * bb;
             if (NT == 1)  // one token streams the group: ask for the bytes DECODE_AHEAD on
-                for (size_t l = 0; l < 8 * bb; l += 64) _mm_prefetch((const char *)blk + DECODE_AHEAD + l, _MM_HINT_NTA);
+                decode_prefetch(blk, 8 * bb);
             __m256i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3 (Q4_0: v < 4 the low nibbles, else the high)
             for (int v = 0; v < 4; v++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * v));
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_q4_0, qs) + 32 * v));
                 q[v] = type == Q_Q8_0 ? raw : _mm256_and_si256(raw, m4);
-                q[v + 4] = type == Q_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 144 + 32 * v))
+                q[v + 4] = type == Q_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_q8_0, qs) + 32 * (v + 4)))
                                           : _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
@@ -692,7 +698,7 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
 // q6k_unpack_avx2's N[k] does. k a constant (the shifts are).
 ALWAYS_INLINE void q6k_group8_avx2(const uint8_t *b, int64_t u, int h, int i, const int k, const uint8_t *x, size_t xs,
                                    __m256 acc[][16], const int NT) {
-    const uint8_t *ql = b, *qh = b + 1024, *sc = b + 1536;
+    const uint8_t *ql = b + X8_AT(block_q6_K, ql), *qh = b + X8_AT(block_q6_K, qh), *sc = b + X8_AT(block_q6_K, scales);
     const int j = 8 * h + 2 * k + i;
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     __m256i q[4];  // q[v] lane r: row r's 6-bit weights 4v .. 4v+3 of group j
@@ -703,7 +709,7 @@ ALWAYS_INLINE void q6k_group8_avx2(const uint8_t *b, int64_t u, int h, int i, co
                          : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
         q[v] = _mm256_or_si256(_mm256_and_si256(k >> 1 ? _mm256_srli_epi16(l, 4) : l, m4), _mm256_and_si256(hi, m30));
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 1664)));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, d))));
     const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)))), d);
     for (int t = 0; t < NT; t++) {
         const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
@@ -723,7 +729,7 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *b = g8 + (size_t)u * 8 * sizeof(block_q6_K);
         if (NT == 1)  // as in unit_tile8_avx2
-            for (size_t l = 0; l < 8 * sizeof(block_q6_K); l += 64) _mm_prefetch((const char *)b + DECODE_AHEAD + l, _MM_HINT_NTA);
+            decode_prefetch(b, 8 * sizeof(block_q6_K));
         for (int h = 0; h < 2; h++)
             for (int i = 0; i < 2; i++) {
                 q6k_group8_avx2(b, u, h, i, 0, x, xs, acc, NT);

@@ -445,7 +445,11 @@ extern const tile_fn Q_ISA(q_tiles)[Q_TYPE_COUNT];
 void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy);
 
-// x8 weights (quant.h, quant_x8.c). The AVX2 build has kernels for them:
+// x8 weights (quant.h, quant_x8.c). In a group's block a field of ggml's
+// block starts at 8 times its offset there (the fields keep their order and
+// each takes 8 rows' bytes): X8_AT(block_q6_K, qh) = 8 * 128.
+#define X8_AT(T, field) (8 * offsetof(T, field))
+// The AVX2 build has kernels for them:
 //   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
 //     w (out[8 t + r]: token t, row r), for q_x8_wanted's unit-kernel types;
 //   q_matmul_k_x8_avx2: as q_matmul_k, rows [lo, lo + nr) of the x8 matrix

@@ -31,17 +31,22 @@ size_t q_x8_bytes(uint32_t type, int64_t rows, int64_t cols) {
 
 // A block as fields that interleave: `len` bytes at `off` in units of `w`
 // bytes; unit i of row r lands at byte 8·w·i + w·r of the field's place in
-// the group's block, the fields one after another (each 8 × len bytes).
+// the group's block (X8_AT: 8 × off; the fields cover the block in order).
 typedef struct {
     uint8_t off, len, w;
 } x8_field;
 
+#define X8_FIELD(T, f, w) {offsetof(T, f), sizeof(((T *)0)->f), w}
+
 static int x8_fields(uint32_t type, const x8_field **f) {
-    static const x8_field q4k[] = {{0, 2, 2}, {2, 2, 2}, {4, 12, 4}, {16, 128, 4}};
-    static const x8_field q5k[] = {{0, 2, 2}, {2, 2, 2}, {4, 12, 4}, {16, 32, 4}, {48, 128, 4}};
-    static const x8_field q6k[] = {{0, 128, 4}, {128, 64, 4}, {192, 16, 1}, {208, 2, 2}};
-    static const x8_field q40[] = {{0, 2, 2}, {2, 16, 4}};
-    static const x8_field q80[] = {{0, 2, 2}, {2, 32, 4}};
+    static const x8_field q4k[] = {X8_FIELD(block_q4_K, d, 2), X8_FIELD(block_q4_K, dmin, 2),
+                                   X8_FIELD(block_q4_K, scales, 4), X8_FIELD(block_q4_K, qs, 4)};
+    static const x8_field q5k[] = {X8_FIELD(block_q5_K, d, 2), X8_FIELD(block_q5_K, dmin, 2), X8_FIELD(block_q5_K, scales, 4),
+                                   X8_FIELD(block_q5_K, qh, 4), X8_FIELD(block_q5_K, qs, 4)};
+    static const x8_field q6k[] = {X8_FIELD(block_q6_K, ql, 4), X8_FIELD(block_q6_K, qh, 4),
+                                   X8_FIELD(block_q6_K, scales, 1), X8_FIELD(block_q6_K, d, 2)};
+    static const x8_field q40[] = {X8_FIELD(block_q4_0, d, 2), X8_FIELD(block_q4_0, qs, 4)};
+    static const x8_field q80[] = {X8_FIELD(block_q8_0, d, 2), X8_FIELD(block_q8_0, qs, 4)};
     switch (type) {
     case Q_Q4_K: return *f = q4k, 4;
     case Q_Q5_K: return *f = q5k, 5;
@@ -70,8 +75,8 @@ int q_x8_wanted(uint32_t type) {
 static void x8_block(uint32_t type, const uint8_t *g, int r, uint8_t *b) {
     const x8_field *f;
     const int nf = x8_fields(type, &f);
-    for (int j = 0; j < nf; g += 8 * f[j].len, j++)
-        for (int i = 0; i < f[j].len; i += f[j].w) memcpy(b + f[j].off + i, g + 8 * i + f[j].w * r, f[j].w);
+    for (int j = 0; j < nf; j++)
+        for (int i = 0; i < f[j].len; i += f[j].w) memcpy(b + f[j].off + i, g + 8 * (f[j].off + i) + f[j].w * r, f[j].w);
 }
 
 void q_x8_pack(uint32_t type, int64_t cols, int64_t rows, int64_t g0, int64_t g1, const void *src, void *dst) {
