@@ -427,8 +427,12 @@ static int chat_turn(chat *c, const char *user, char *err) {
     if (unsent) {
         msg_remove(c, c->n_msgs - 1, 1);  // stopped before any answer: as if never sent
         rc = 0;
-    } else {
-        rc = msg_push(c, "assistant", a.text ? a.text : "", a.len);
+    } else {  // kept as UTF-8 (a message is a JSON string): bytes that are not, such as
+              // a character cut by Ctrl-C, as U+FFFD
+        size_t len;
+        char *content = utf8_sanitized(a.text ? a.text : "", a.len, &len);
+        rc = !content || msg_push(c, "assistant", content, len);
+        free(content);
         if (!rc) c->msgs[c->n_msgs - 1].reasoning = reasoning, reasoning = NULL;
     }
     free(reasoning);

@@ -126,6 +126,14 @@ check "bad /load, unknown command: reported, even with -q" \
     bash -c "grep -q 'not a quill chat file' '$tmp/err' && grep -q 'cannot open' '$tmp/err' && grep -q 'unknown command /bogus' '$tmp/err' && grep -q '/save needs a file name' '$tmp/err'"
 check "bad commands: the chat goes on and exits 0" bash -c "[ \$(cat '$tmp/rc') = 0 ] && [ \$(wc -l <'$tmp/out') = 1 ]"
 
+# -n 2 ends the answer between the byte tokens of a 3-byte character (the
+# grammar allows only "€"): the conversation keeps it as U+FFFD (a message is
+# a JSON string, UTF-8), and the next message is answered
+printf 'root ::= "€€€€"\n' >"$tmp/euro.gbnf"
+chat 'Hi\nGo on\n' -n 2 --grammar "$tmp/euro.gbnf"
+check "an answer cut inside a character: the next turn is answered" \
+    bash -c "[ \$(cat '$tmp/rc') = 0 ] && [ \$(grep -c 'generated 2 tok' '$tmp/err') = 2 ] && ! grep -q 'not UTF-8' '$tmp/err'"
+
 chat '/stats\n/help\n//slash\n' -n 4
 check "/stats and /help write to stderr" bash -c "grep -q 'turns' '$tmp/err' && grep -q '/reset' '$tmp/err'"
 check "//text sends /text" test "$(turn 1)" = "$(ntok "User: /slash
