@@ -137,7 +137,8 @@ typedef struct backend_ops {
     void (*to_host)(backend *b, void *dst, const void *src, size_t bytes);
     void (*to_device)(backend *b, void *dst, const void *src, size_t bytes);
     // Makes a weight readable by the backend (CPU: uses the mmap as is, or
-    // an interleaved copy where its kernels read that faster).
+    // an interleaved copy where its kernels read that faster; the memory
+    // w->data pointed at is left as it was).
     int (*upload)(backend *b, qmat *w, char *err);
 
     // out[i, :] = row ids[i] of emb, dequantized. out: [n, emb->cols]; ids: backend memory

@@ -125,8 +125,8 @@ static void x8_pack_groups(void *ctx, int64_t g0, int64_t g1) {
 }
 
 // A weight that this build's kernels read faster with 8 rows interleaved
-// (quant.h's x8) is copied once into that layout, and the file's pages
-// under it dropped; the others are read from the mapping as they are.
+// (quant.h's x8) is copied once into that layout (the caller may drop the
+// original); the others are read from the mapping as they are.
 static int cpu_upload(backend *b, qmat *w, char *err) {
     if (!q_x8_wanted(w->type) || w->row_bytes != qtype_row_bytes(w->type, w->cols)) return 0;
     void **list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
@@ -138,7 +138,6 @@ static int cpu_upload(backend *b, qmat *w, char *err) {
     map_advise_huge(copy, bytes);
     x8_job j = {w, copy};
     par_for(b, (w->rows + 7) / 8, 64, 1, x8_pack_groups, &j);
-    map_drop(w->data, (size_t)w->rows * w->row_bytes);
     b->x8[b->n_x8++] = copy;
     w->data = copy;
     w->x8 = 1;

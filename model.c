@@ -74,6 +74,19 @@ struct model {
 
 // ---- tensors --------------------------------------------------------------
 
+// A weight made readable by the backend. Where the CPU backend copied it
+// (x8), the file's pages under the original are dropped: they are no longer
+// read, and would stay resident beside the copy.
+static int upload(model *m, qmat *w, char *err) {
+    const void *orig = w->data;
+    if (m->ops->upload(m->be, w, err)) return -1;
+    if (w->x8) {
+        map_drop(orig, (size_t)w->rows * w->row_bytes);
+        m->x8_bytes += (size_t)w->rows * w->row_bytes;
+    }
+    return 0;
+}
+
 // Looks up a tensor and checks it is [Σ rows, cols] (vectors: rows == 1) and
 // of a type quill computes with; vectors (norms, biases) must be F32. Part i
 // of the k parts gets the next rows[i] rows (fused tensors: phi3's attn_qkv
@@ -105,8 +118,7 @@ static int get_parts(model *m, qmat *const parts[], const int64_t rows[], int k,
     for (int i = 0; i < k; i++) {
         *parts[i] = (qmat){.type = t->type, .rows = rows[i], .cols = cols, .row_bytes = row_bytes, .data = data};
         data += (size_t)rows[i] * row_bytes;
-        if (m->ops->upload(m->be, parts[i], err)) return -1;
-        if (parts[i]->x8) m->x8_bytes += (size_t)rows[i] * row_bytes;
+        if (upload(m, parts[i], err)) return -1;
     }
     if (strcmp(name, "token_embd.weight")) m->weight_bytes += t->nbytes;
     m->total_bytes += t->nbytes;
@@ -136,8 +148,7 @@ static int get_experts(model *m, qmat *out, const char *name, int64_t cols, int6
     }
     *out = (qmat){.type = t->type, .rows = rows * c->n_expert, .cols = cols,
                   .row_bytes = qtype_row_bytes(t->type, cols), .data = t->data};
-    if (m->ops->upload(m->be, out, err)) return -1;
-    if (out->x8) m->x8_bytes += t->nbytes;
+    if (upload(m, out, err)) return -1;
     m->weight_bytes += (size_t)((double)t->nbytes * c->n_expert_used / c->n_expert);
     m->total_bytes += t->nbytes;
     return 0;

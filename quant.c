@@ -540,21 +540,27 @@ typedef struct {
 // Lone tokens (see q_matmul) take one pass over K as a single token does: a
 // tile computes each token alone, but chunking would round the sum of the
 // chunks' partial sums. Without chunks, their tiles are kept to LONE_X_BYTES.
-// x8 weights go a group of 8 rows at a time (the x8 tile kernels), in the
-// same blocks, chunks and tiles: the same float operations per row.
+// x8 weights go a group of 8 rows at a time (the x8 tile kernels; two
+// groups for the AVX-512 build's prompts), in the same blocks, chunks and
+// tiles: the same float operations per row.
 static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const uint8_t *x, size_t xs, int nt,
                          int lone, float *y, size_t ldy) {
     int64_t unit;
     tile_fn tile = tile_for(wtype, &unit);
-#if defined(Q_AVX2)
+    tile16_fn tile16 = NULL;  // two x8 groups a call
+#if defined(Q_X8)
     if (s->x8) tile = q_tiles8_avx2[wtype];  // the same units, 8 rows a call
+#endif
+#if defined(Q_AVX512)
+    if (s->x8 && nt > 1) tile16 = q_tiles16_avx512[wtype];
 #endif
     const int64_t nu = (n + unit - 1) / unit;
     const int64_t unit_bytes = (int64_t)q_act_row_bytes(wtype, unit);  // >= the bytes a unit spans
     const int64_t kc_max = K_CHUNK_BYTES / unit_bytes > 0 ? K_CHUNK_BYTES / unit_bytes : 1;
     const int64_t n_chunks = nt == 1 || lone ? 1 : (nu + kc_max - 1) / kc_max;
     const int64_t kc = (nu + n_chunks - 1) / n_chunks;  // balanced chunks
-    const int per = s->x8 ? 8 : 1;                          // rows per kernel call
+    const int per = tile16 ? 16 : s->x8 ? 8 : 1;           // rows per kernel call
+    const int grp = s->x8 ? 8 : 1;                          // rows per s->ws bytes
     const size_t ib = (size_t)per * qtype_row_bytes(wtype, n);  // the bytes it reads
     const int v0 = s->x8 ? s->lo : 0, v1 = v0 + nr;         // the rows computed (of those from s->w on)
     for (int b0 = v0 / per * per; b0 < v1; b0 += ROW_BLOCK) {
@@ -566,13 +572,19 @@ static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const
                 for (tn = TILE_T; tn > nt - t0;) tn /= 2;
                 while (lone && tn > 1 && (size_t)tn * xs > LONE_X_BYTES) tn /= 2;
                 for (int v = b0; v < b1; v += per) {
-                    const uint8_t *wi = s->w + (size_t)(v / per) * s->ws;
-                    float out[TILE_T * 8];  // out[per * t + row of the call]
-                    if (nt > 1 && t0 == 0 && u0 == 0 && v + per < b1)
-                        for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + s->ws + l, 0, 3);
-                    if (nt == 1 && !s->x8)  // a row's worth, DECODE_AHEAD further on (the x8 kernels ask as they go)
-                        for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + DECODE_AHEAD + l, 0, 0);
-                    tile(wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
+                    const uint8_t *wi = s->w + (size_t)(v / grp) * s->ws;
+                    float out[TILE_T * 16];  // out[per * t + row of the call]
+                    const int fetch = nt > 1 && t0 == 0 && u0 == 0 && v + per < v1;  // the next call's rows
+                    if (tile16) {  // (its second group: the first again past the rows asked for)
+                        tile16(wi, v + 8 < v1 ? wi + s->ws : wi, fetch ? wi + 2 * s->ws : NULL, n, u0, u1,
+                               x + (size_t)t0 * xs, xs, tn, out);
+                    } else {
+                        if (fetch)
+                            for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + (size_t)(per / grp) * s->ws + l, 0, 3);
+                        if (nt == 1 && !s->x8)  // a row's worth, DECODE_AHEAD further on (the x8 kernels ask as they go)
+                            for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + DECODE_AHEAD + l, 0, 0);
+                        tile(wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
+                    }
                     for (int r = v < v0 ? v0 : v; r < v + per && r < v1; r++)
                         for (int t = 0; t < tn; t++) {
                             float *yp = y + (size_t)(t0 + t) * ldy + (r - v0);
@@ -594,7 +606,10 @@ static void matmul_tokens(uint32_t wtype, int64_t n, const wsrc *s, int nr, cons
                           int nt, int lone, float *y, size_t ldy) {
     const int ngemm = lone ? 0 : nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
     if (wtype != Q_Q4_K && wtype != Q_Q5_K) matmul_units(wtype, n, s, nr, xq, xq_stride, nt, lone, y, ldy);
-#if defined(Q_AVX2)
+#if defined(Q_AVX512)
+    else if (s->x8 && nt > 1) q_matmul_k_x8_avx512(wtype, n, s->w, s->lo, nr, xq, xq_stride, nt, ngemm, y, ldy);
+#endif
+#if defined(Q_X8)
     else if (s->x8) q_matmul_k_x8_avx2(wtype, n, s->w, s->lo, nr, xq, xq_stride, nt, ngemm, y, ldy);
 #endif
     else Q_ISA(q_matmul_k)(wtype, n, s->w, s->ws, nr, xq, xq_stride, nt, ngemm, y, ldy);
@@ -623,13 +638,32 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
     matmul(wtype, n, &s, nr, xq, xq_stride, nt, nt_joint, y, ldy);
 }
 
+// Whether this build's x8 kernels take a product of nt tokens, or it goes
+// through unpacked rows: builds without x8 kernels (which never pack: only
+// tests come here), and the AVX-512 build's Q6_K prompts (its kernels on
+// ggml's rows, the unpacking included, run 30% faster than the x8 ones).
+static int x8_kernels(uint32_t wtype, int nt) {
+#if defined(Q_AVX512)
+    return wtype != Q_Q6_K || nt == 1;
+#elif defined(Q_X8)
+    (void)wtype, (void)nt;
+    return 1;
+#else
+    (void)wtype, (void)nt;
+    return 0;
+#endif
+}
+
 void q_matmul_x8(uint32_t wtype, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xq_stride,
                  int nt, int nt_joint, float *y, size_t ldy) {
     if (!q_x8_layout(wtype) || nr <= 0 || nt <= 0) return;
-    if (!q_x8_wanted(wtype)) {
-        x8_matmul_unpacked(wtype, n, w8, r0, nr, xq, xq_stride, nt, nt_joint, y, ldy);
-        return;
-    }
+    if (!x8_kernels(wtype, nt) && !x8_matmul_unpacked(wtype, n, w8, r0, nr, xq, xq_stride, nt, nt_joint, y, ldy)) return;
+#if !defined(Q_X8)  // no memory for the unpacked rows, and no kernels to fall back on
+    for (int t = 0; t < nt; t++)
+        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + i] = NAN;
+    return;
+#endif
+    // (unpacked rows without memory: the x8 kernels compute the same bits)
     const size_t gb = 8 * qtype_row_bytes(wtype, n);  // a group's bytes
     const wsrc s = {(const uint8_t *)w8 + (size_t)(r0 / 8) * gb, gb, 1, (int)(r0 % 8)};
     matmul(wtype, n, &s, nr, xq, xq_stride, nt, nt_joint, y, ldy);

@@ -1,5 +1,6 @@
-// quant_avx2.c — the AVX2 kernels, for machines without AVX-512
-// (quant_impl.h; empty in builds for other ISAs).
+// quant_avx2.c — the AVX2 kernels, for machines without AVX-512, and the
+// x8 kernels (quant_x8.c's layout), which AVX-512 builds also run for
+// one-token products (quant_impl.h; empty in builds for other ISAs).
 //
 // The unit kernels perform the float operations of quant_avx512.c's on 2 × 8
 // lanes (lo: lanes 0-7, hi: lanes 8-15). Integer dot products use
@@ -7,10 +8,19 @@
 // range here, or AVX-VNNI's 256-bit VPDPBUSD/VPDPWSSD where the build has
 // them (-mavxvnni: Intel's client CPUs since Alder Lake have AVX-VNNI but
 // no AVX-512). Integer sums are exact in any order: every variant computes
-// the same bits.
+// the same bits. AVX-512 VNNI builds use its 256-bit forms.
 #include "quant_impl.h"
 
-#if defined(Q_AVX2)
+#if defined(Q_X8)
+
+// 256-bit VPDPBUSD and VPDPWSSD: AVX-VNNI's, or AVX-512 VNNI's VL forms.
+#if defined(__AVXVNNI__)
+#define DPBUSD256 _mm256_dpbusd_avx_epi32
+#define DPWSSD256 _mm256_dpwssd_avx_epi32
+#elif defined(Q_AVX512)
+#define DPBUSD256 _mm256_dpbusd_epi32
+#define DPWSSD256 _mm256_dpwssd_epi32
+#endif
 
 // One token streams each weight row (or x8 group) once: the kernels ask for
 // the `bytes` that start DECODE_AHEAD after p as they go.
@@ -25,18 +35,13 @@ ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {
     for (int i = 0; i < 4; i++)
         r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p[i])),
                                        _mm_loadu_si128((const __m128i *)p[i + 4]), 1);
-    const __m256i a = _mm256_unpacklo_epi32(r[0], r[1]), b = _mm256_unpackhi_epi32(r[0], r[1]);
-    const __m256i c = _mm256_unpacklo_epi32(r[2], r[3]), d = _mm256_unpackhi_epi32(r[2], r[3]);
-    t[0] = _mm256_unpacklo_epi64(a, c);
-    t[1] = _mm256_unpackhi_epi64(a, c);
-    t[2] = _mm256_unpacklo_epi64(b, d);
-    t[3] = _mm256_unpackhi_epi64(b, d);
+    transpose4x8_avx2(r, t);
 }
 
 // acc + Σ over 4 bytes per dword of u * s (u unsigned, s signed; |pair sums| < 2^15).
 ALWAYS_INLINE __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#if defined(DPBUSD256)
+    return DPBUSD256(acc, u, s);
 #else
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
@@ -47,7 +52,7 @@ ALWAYS_INLINE __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 // below 2^15).
 ALWAYS_INLINE __m256i dots_u8s8(const __m256i *u, const __m256i *s, int n, int run) {
     __m256i i = _mm256_setzero_si256();
-#if defined(__AVXVNNI__)
+#if defined(DPBUSD256)
     (void)run;
     for (int v = 0; v < n; v++) i = dot_u8s8(i, u[v], s[v]);
 #else
@@ -412,14 +417,14 @@ ALWAYS_INLINE __m256i k4_row_avx2(uint32_t type, const uint8_t *blk, const uint8
         }
         const __m256i xlo = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c)));
         const __m256i xhi = _mm256_loadu_si256((const __m256i *)(rec + k4_sub_off(2 * c + 1)));
-#if defined(__AVXVNNI__)
+#if defined(DPBUSD256)
         // 4-element sums (|.| <= 4 * 31 * 127: int16) of both sub-blocks packed, against
         // [sc[2c] x 4, sc[2c + 1] x 4] in each 128-bit lane (zero high bytes)
-        const __m256i P = _mm256_packs_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wlo, xlo),
-                                             _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), whi, xhi));
+        const __m256i P = _mm256_packs_epi32(DPBUSD256(_mm256_setzero_si256(), wlo, xlo),
+                                             DPBUSD256(_mm256_setzero_si256(), whi, xhi));
         const short slo = (short)(2 * c | 0x8000), shi = (short)((2 * c + 1) | 0x8000);
         const __m256i s2 = _mm256_shuffle_epi8(sc, _mm256_setr_epi16(slo, slo, slo, slo, shi, shi, shi, shi, slo, slo, slo, slo, shi, shi, shi, shi));
-        I = _mm256_dpwssd_avx_epi32(I, P, s2);
+        I = DPWSSD256(I, P, s2);
 #else
         // sc[s] in every int16 (a zero high byte)
         const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(2 * c | 0x8000)));
@@ -558,8 +563,8 @@ ALWAYS_INLINE void k4_dwords8_avx2(uint32_t type, const uint8_t *const rows[8], 
 
 // acc + VPMADDWD(a, b) (one VPDPWSSD where the build has AVX-VNNI).
 ALWAYS_INLINE __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#if defined(DPBUSD256)
+    return DPWSSD256(acc, a, b);
 #else
     return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 #endif
@@ -626,7 +631,9 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], co
     }
 }
 
+#if defined(Q_AVX2)
 Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k16_tile_avx2, float_tile_avx2, float_tile_avx2)
+#endif
 
 // x8 weights (quant_x8.c): 8 rows in the lanes, each running the float
 // chains that the unit kernels above run in lanes of one row.
@@ -764,6 +771,7 @@ ALWAYS_INLINE void k4_tokens8_avx2(uint32_t type, const uint8_t *const rows[8], 
     }
 }
 
+#if defined(Q_AVX2)
 // The type a compile-time constant (q_matmul_k_avx2).
 ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
@@ -780,6 +788,7 @@ void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int 
     if (type == Q_Q4_K) matmul_k4_avx2_t(Q_Q4_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
     else matmul_k4_avx2_t(Q_Q5_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
 }
+#endif
 
 // x8 groups (quant_x8.c): rows [lo, lo + nr) from the group at w8 on.
 ALWAYS_INLINE void matmul_k4_x8_avx2_t(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x,
@@ -799,4 +808,4 @@ void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int
     else matmul_k4_x8_avx2_t(Q_Q5_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
 }
 
-#endif  // Q_AVX2
+#endif  // Q_X8

@@ -14,6 +14,20 @@
 #if defined(Q_AVX512)
 
 static inline __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+ALWAYS_INLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)load_u32(p)); }
+
+// Two x8 groups' vectors at the same place (a, b: 32 bytes each, 8 rows'
+// units) as one: rows 0-7, then 8-15.
+ALWAYS_INLINE __m512i x8_pair(const uint8_t *a, const uint8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+// Two x8 groups' fp16 fields (a, b: 8 rows' halves each) as 16 floats.
+ALWAYS_INLINE __m512 x8_pair_halves(const uint8_t *a, const uint8_t *b) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                                   _mm_loadu_si128((const __m128i *)b), 1));
+}
 
 
 // One stage of an 8-vector transposition: exchanges bit `stage` of the
@@ -238,6 +252,75 @@ ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
 }
 
 
+// --- x8 weights, 16 rows in the lanes: Q4_0 and Q8_0 ----------------------
+
+// 16 rows' 16 float chains per token (lane[L][t] lane r: row r's lane L),
+// each row's summed as reduce16 sums them: out[16 t + r].
+ALWAYS_INLINE void reduce16_rows16(__m512 lane[16][TILE_T], float *out, const int NT) {
+    for (int t = 0; t < NT; t++) {
+        __m512 h[8], q[4];
+        for (int i = 0; i < 8; i++) h[i] = _mm512_add_ps(lane[8 + i][t], lane[i][t]);
+        for (int i = 0; i < 4; i++) q[i] = _mm512_add_ps(h[4 + i], h[i]);
+        _mm512_storeu_ps(out + 16 * t, _mm512_add_ps(_mm512_add_ps(q[0], q[2]), _mm512_add_ps(q[1], q[3])));
+    }
+}
+
+// Two x8 groups (quant_x8.c; a's rows in lanes 0-7, b's in 8-15) against
+// NT tokens, each row running unit_tile_n's float chains: its lane L takes
+// block 16u + L of unit u, so lane[L][t] holds 16 rows' chains of lane L
+// for token t. A block's weights load once for the NT tokens; a block past
+// the row's last one adds +0, as a padded unit's lane does. With `next`,
+// the two groups from there on are fetched as these are read.
+ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n,
+                               int64_t u0, int64_t u1, const uint8_t *x, size_t xs, float *out, const int NT) {
+    const size_t bb = block32_bytes(type);
+    const int64_t nb = n / 32;
+    __m512 lane[16][TILE_T];
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int L = 0; L < 16; L++)
+        for (int t = 0; t < NT; t++) lane[L][t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++)
+        for (int L = 0; L < 16; L++) {
+            const int64_t k = 16 * u + L;  // the block
+            if (k >= nb) {
+                for (int t = 0; t < NT; t++) lane[L][t] = _mm512_add_ps(lane[L][t], _mm512_setzero_ps());
+                continue;
+            }
+            const size_t at = (size_t)k * 8 * bb;
+            if (next)
+                for (size_t l = 0; l < 8 * bb; l += 64) {
+                    _mm_prefetch((const char *)next + at + l, _MM_HINT_T0);
+                    _mm_prefetch((const char *)next + (size_t)nb * 8 * bb + at + l, _MM_HINT_T0);
+                }
+            __m512i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3, unsigned (Q8_0's + 128)
+            for (int v = 0; v < (type == Q_Q8_0 ? 8 : 4); v++) {
+                const size_t o = at + X8_AT(block_q8_0, qs) + 32 * (size_t)v;  // qs follows d in both types
+                const __m512i raw = x8_pair(a + o, b + o);
+                if (type == Q_Q8_0) {
+                    q[v] = _mm512_xor_si512(raw, _mm512_set1_epi8((char)0x80));
+                } else {
+                    q[v] = _mm512_and_si512(raw, m4);
+                    q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                }
+            }
+            const __m512 d = x8_pair_halves(a + at, b + at);
+#pragma GCC unroll 16
+            for (int t = 0; t < NT; t++) {  // unit_token's operations on lane L
+                const uint8_t *r = x + (size_t)t * xs + (size_t)u * UNIT_BYTES + 4 * L;
+                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+                for (int v = 0; v < 8; v += 2) {
+                    i0 = _mm512_dpbusd_epi32(i0, q[v], bcast32(r + 64 * v));
+                    i1 = _mm512_dpbusd_epi32(i1, q[v + 1], bcast32(r + 64 * v + 64));
+                }
+                const __m512i c = bcast32(r + UNIT_W);
+                i0 = _mm512_add_epi32(_mm512_add_epi32(i0, i1), type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : c);
+                const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(load_f32(r + UNIT_D)));
+                lane[L][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, lane[L][t]);
+            }
+        }
+    reduce16_rows16(lane, out, NT);
+}
+
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
 
 typedef struct {
@@ -411,14 +494,43 @@ ALWAYS_INLINE void rows_load32(const uint8_t *const rows[16], size_t off, __m512
     transpose8(q);
 }
 
+// The 16 rows that a K4 kernel reads side by side: ggml's rows (rows[r]),
+// or two x8 groups (quant_x8.c; g[0]'s rows in lanes 0-7, g[1]'s in 8-15).
+typedef struct {
+    const uint8_t *const *rows;
+    const uint8_t *g[2];
+} rows16;
+
+// A vector of 8 rows' dword at byte o of their block k: in an x8 group
+// (block bytes bb) at 8 o of the group's block (a 4-byte-unit field).
+ALWAYS_INLINE __m512i x8_pair_load(const rows16 *src, size_t bb, int64_t k, size_t o) {
+    const size_t at = (size_t)k * 8 * bb + 8 * o;
+    return x8_pair(src->g[0] + at, src->g[1] + at);
+}
+
+// q[v] lane r = dword v of row r's 32 bytes at byte o of block k (v < 8).
+ALWAYS_INLINE void rows16_load32(const rows16 *src, size_t bb, int64_t k, size_t o, __m512i q[8]) {
+    if (!src->rows)
+        for (int v = 0; v < 8; v++) q[v] = x8_pair_load(src, bb, k, o + 4 * (size_t)v);
+    else
+        rows_load32(src->rows, (size_t)k * bb + o, q);
+}
+
 // Per-row scales of super-block k, lanes = rows: sc[s] (int), mnp[p] = the
 // int16 pair (mn[2p], mn[2p+1]), d and dmin as float.
-ALWAYS_INLINE void q4k_rows_scales(const uint8_t *const rows[16], size_t off, __m512i sc[8], __m512i mnp[4],
-                                   __m512 *d, __m512 *dmin) {
+ALWAYS_INLINE void q4k_rows_scales(const rows16 *src, size_t bb, int64_t k, __m512i sc[8], __m512i mnp[4], __m512 *d,
+                                   __m512 *dmin) {
     __m512i h[4];  // dwords: d | dmin << 16, then the 12 scale bytes
-    rows_load16(rows, off, h);
-    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
-    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    if (src->rows) {
+        rows_load16(src->rows, (size_t)k * bb, h);
+        *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+        *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    } else {  // the x8 d and dmin fields: 8 halves each
+        const uint8_t *a = src->g[0] + (size_t)k * 8 * bb, *b = src->g[1] + (size_t)k * 8 * bb;
+        *d = x8_pair_halves(a + X8_AT(block_q4_K, d), b + X8_AT(block_q4_K, d));
+        *dmin = x8_pair_halves(a + X8_AT(block_q4_K, dmin), b + X8_AT(block_q4_K, dmin));
+        for (int i = 1; i < 4; i++) h[i] = x8_pair_load(src, bb, k, offsetof(block_q4_K, scales) + 4 * (size_t)(i - 1));
+    }
     const __m512i m6 = _mm512_set1_epi8(0x3f), m4 = _mm512_set1_epi8(15), hi2 = _mm512_set1_epi8(0x30);
     const __m512i w[4] = {   // as k4_scale_words
         _mm512_and_si512(h[1], m6),
@@ -434,32 +546,37 @@ ALWAYS_INLINE void q4k_rows_scales(const uint8_t *const rows[16], size_t off, __
     }
 }
 
-ALWAYS_INLINE __m512i bcast32(const uint8_t *p) { return _mm512_set1_epi32((int)load_u32(p)); }
-
 // Bit s of each byte of qh, as 16 added to the weight bytes of v.
 ALWAYS_INLINE __m512i add_bit4(__m512i v, __m512i qh, __m512i bit_s) {
     return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh, bit_s), v, _mm512_set1_epi8(16));
 }
 
-// y[t * ldy + r] for rows r < nvalid of the group and NT tokens.
-ALWAYS_INLINE void k4_rows_n(uint32_t type, const uint8_t *const rows[16], int nvalid, int64_t n, const uint8_t *x,
-                             size_t xs, int gemm, float *y, size_t ldy, const int NT) {
+// y[t * ldy + r - lo] for rows r in [lo, hi) of the 16 and NT tokens.
+ALWAYS_INLINE void k4_rows_n(uint32_t type, const rows16 *src, int lo, int hi, int64_t n, const uint8_t *x, size_t xs,
+                             int gemm, float *y, size_t ldy, const int NT) {
     __m512 s1[K4_TILE_T], s2[K4_TILE_T];
     __m512i I[K4_TILE_T], M[K4_TILE_T];
     for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm512_setzero_ps(), I[t] = M[t] = _mm512_setzero_si512();
     const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t bb = k4_block_bytes(type);
     for (int64_t k = 0; k < n / 256; k++) {
-        const size_t off = (size_t)k * k4_block_bytes(type);
         __m512i sc[8], mnp[4], qh[8];
         __m512 dw, dmw;
-        q4k_rows_scales(rows, off, sc, mnp, &dw, &dmw);
-        if (type == Q_Q5_K) rows_load32(rows, off + K4_QH_OFF, qh);  // qh[v] lane r: dword v of row r's qh
-        for (int r = 0; r < 16; r++)  // the 3 cache lines a block ahead may touch
-            for (int l = 0; l < 3; l++) _mm_prefetch((const char *)rows[r] + off + K4_ROWS_PREFETCH + 64 * l, _MM_HINT_T0);
+        q4k_rows_scales(src, bb, k, sc, mnp, &dw, &dmw);
+        if (type == Q_Q5_K) rows16_load32(src, bb, k, K4_QH_OFF, qh);  // qh[v] lane r: dword v of row r's qh
+        if (src->rows) {
+            for (int r = 0; r < 16; r++)  // the 3 cache lines a block ahead may touch
+                for (int l = 0; l < 3; l++)
+                    _mm_prefetch((const char *)src->rows[r] + k * bb + K4_ROWS_PREFETCH + 64 * l, _MM_HINT_T0);
+        } else {
+            for (int g = 0; g < 2; g++)  // the groups' blocks as far ahead
+                for (size_t l = 0; l < 8 * bb; l += 64)
+                    _mm_prefetch((const char *)src->g[g] + (k * 8 * bb + 8 * K4_ROWS_PREFETCH) + l, _MM_HINT_T0);
+        }
         const uint8_t *u = x + (size_t)k * K4_BYTES;  // this super-block's activation record
         for (int c = 0; c < 4; c++) {
             __m512i raw[8], nib[8];
-            rows_load32(rows, off + k4_qs_off(type) + 32 * (size_t)c, raw);
+            rows16_load32(src, bb, k, k4_qs_off(type) + 32 * (size_t)c, raw);
             for (int h = 0; h < 2; h++) {
                 const int s = 2 * c + h;
                 for (int v = 0; v < 8; v++) {
@@ -496,8 +613,11 @@ ALWAYS_INLINE void k4_rows_n(uint32_t type, const uint8_t *const rows[16], int n
             }
         }
     }
-    const __mmask16 keep = (__mmask16)((1u << nvalid) - 1);
-    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, keep, _mm512_sub_ps(s1[t], s2[t]));
+    for (int t = 0; t < NT; t++) {
+        float o[16];
+        _mm512_storeu_ps(o, _mm512_sub_ps(s1[t], s2[t]));
+        memcpy(y + (size_t)t * ldy, o + lo, sizeof(float) * (size_t)(hi - lo));
+    }
 }
 
 // --- Q4_K and Q5_K decode: one token, 8 rows at a time ---------------------
@@ -629,6 +749,15 @@ ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int n
     const __m512 out = _mm512_maskz_compress_ps(0x0f0f, res);  // lanes 0-3, 8-11: s1 - s2 of rows 0-7
     _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
+
+// Up to 8 of `left` (>= 2) tokens through k4_rows_n: how many.
+ALWAYS_INLINE int k4_tokens16(uint32_t type, const rows16 *src, int lo, int hi, int64_t n, const uint8_t *x, size_t xs,
+                              int gemm, int left, float *y, size_t ldy) {
+    if (left >= 8) return k4_rows_n(type, src, lo, hi, n, x, xs, gemm, y, ldy, 8), 8;
+    if (left >= 4) return k4_rows_n(type, src, lo, hi, n, x, xs, gemm, y, ldy, 4), 4;
+    return k4_rows_n(type, src, lo, hi, n, x, xs, 0, y, ldy, 2), 2;
+}
+
 // Tokens [0, ngemm) run the gemm order (ngemm a multiple of 4), the rest
 // one token's: each of those exactly as one token alone, whether k4_decode8
 // computes it or k4_rows_n (same float chain, cheaper for several tokens).
@@ -638,25 +767,39 @@ ALWAYS_INLINE void matmul_k4_t(uint32_t type, int64_t n, const uint8_t *w, size_
         const int nv = nr - r0 < 16 ? nr - r0 : 16;
         const uint8_t *rows[16];
         for (int r = 0; r < 16; r++) rows[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        const rows16 src = {rows, {NULL, NULL}};
         for (int t = 0; t < nt;) {
             float *yt = y + (size_t)t * ldy + r0;
             const uint8_t *xt = x + (size_t)t * xs;
             const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
-            if (left >= 8) {
-                k4_rows_n(type, rows, nv, n, xt, xs, gemm, yt, ldy, 8);
-                t += 8;
-            } else if (left >= 4) {
-                k4_rows_n(type, rows, nv, n, xt, xs, gemm, yt, ldy, 4);
-                t += 4;
-            } else if (left >= 2) {
-                k4_rows_n(type, rows, nv, n, xt, xs, 0, yt, ldy, 2);
-                t += 2;
+            if (left >= 2) {
+                t += k4_tokens16(type, &src, 0, nv, n, xt, xs, gemm, left, yt, ldy);
             } else {  // one token: the decode kernel, 8 rows at a time
                 for (int r = 0; r < nv; r += 8)
                     k4_decode8(type, rows + r, nv - r < 8 ? nv - r : 8, n, xt, yt + r);
                 t += 1;
             }
         }
+    }
+}
+
+// x8 groups (quant_x8.c): rows [lo, lo + nr) from the group at w8 on, two
+// groups at a time (the second the first again past the rows asked for); a
+// lone token through the x8 kernels of quant_avx2.c.
+ALWAYS_INLINE void matmul_k4_x8_t(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x,
+                                  size_t xs, int nt, int ngemm, float *y, size_t ldy) {
+    const size_t gb = (size_t)(n / 256) * 8 * k4_block_bytes(type);
+    for (int i = 0; i < nr; w8 += 2 * gb, lo = 0) {
+        const int hi = lo + nr - i < 16 ? lo + nr - i : 16;
+        const rows16 src = {NULL, {w8, hi > 8 ? w8 + gb : w8}};
+        for (int t = 0; t < nt;) {
+            float *yt = y + (size_t)t * ldy + i;
+            const uint8_t *xt = x + (size_t)t * xs;
+            const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
+            if (left >= 2) t += k4_tokens16(type, &src, lo, hi, n, xt, xs, gemm, left, yt, ldy);
+            else q_matmul_k_x8_avx2(type, n, w8, lo, hi - lo, xt, xs, 1, 0, yt, ldy), t += 1;
+        }
+        i += hi - lo;
     }
 }
 
@@ -715,10 +858,25 @@ ALWAYS_INLINE void bf16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
 
 Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k16_tile_n, f_tile_n, bf16_tile_n)
 
+#define TILE16_FN(name, kernel, type)                                                                        \
+    static void name(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1, \
+                     const uint8_t *x, size_t xs, int tn, float *out) {                                          \
+        TILE_SWITCH(kernel, type, a, b, next, n, u0, u1, x, xs, out)                                             \
+    }
+TILE16_FN(tile16_q4_0, unit_tile16, Q_Q4_0)
+TILE16_FN(tile16_q8_0, unit_tile16, Q_Q8_0)
+const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = tile16_q4_0, [Q_Q8_0] = tile16_q8_0};
+
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     if (type == Q_Q4_K) matmul_k4_t(Q_Q4_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
     else matmul_k4_t(Q_Q5_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
+}
+
+void q_matmul_k_x8_avx512(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
+                          int nt, int ngemm, float *y, size_t ldy) {
+    if (type == Q_Q4_K) matmul_k4_x8_t(Q_Q4_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
+    else matmul_k4_x8_t(Q_Q5_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
 }
 
 #endif  // Q_AVX512

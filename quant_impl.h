@@ -29,6 +29,11 @@
 #if !defined(Q_AVX512) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define Q_AVX2 1
 #endif
+// The x8 kernels (quant_avx2.c's AVX2 code) serve the AVX2 build and, for
+// one-token products, the AVX-512 build too.
+#if defined(Q_AVX512) || defined(Q_AVX2)
+#define Q_X8 1
+#endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -382,6 +387,18 @@ static inline float reduce16(const float a[16]) {
 }
 
 #if defined(__AVX2__)
+// A dword transposition between 8 rows' 4 dwords (v[i]: rows i and i + 4,
+// 16 bytes each) and 4 vectors of 8 rows (v[k] lane r: row r's dword k),
+// either way: the same operations invert it.
+ALWAYS_INLINE void transpose4x8_avx2(const __m256i v[4], __m256i t[4]) {
+    const __m256i a = _mm256_unpacklo_epi32(v[0], v[1]), b = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i c = _mm256_unpacklo_epi32(v[2], v[3]), d = _mm256_unpackhi_epi32(v[2], v[3]);
+    t[0] = _mm256_unpacklo_epi64(a, c);
+    t[1] = _mm256_unpackhi_epi64(a, c);
+    t[2] = _mm256_unpacklo_epi64(b, d);
+    t[3] = _mm256_unpackhi_epi64(b, d);
+}
+
 // reduce16 of the lanes lo (0-7) and hi (8-15).
 ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
     const __m256 h = _mm256_add_ps(hi, lo);
@@ -449,19 +466,33 @@ void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, in
 // block starts at 8 times its offset there (the fields keep their order and
 // each takes 8 rows' bytes): X8_AT(block_q6_K, qh) = 8 * 128.
 #define X8_AT(T, field) (8 * offsetof(T, field))
-// The AVX2 build has kernels for them:
+// The x8 kernels (Q_X8 builds: quant_avx2.c, AVX2 code):
 //   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
-//     w (out[8 t + r]: token t, row r), for q_x8_wanted's unit-kernel types;
+//     w (out[8 t + r]: token t, row r), for the unit-kernel types of the layout;
 //   q_matmul_k_x8_avx2: as q_matmul_k, rows [lo, lo + nr) of the x8 matrix
 //     whose group 0 starts at w8 (lo < 8).
-// Other builds (and types without them) multiply through x8_matmul_unpacked
-// (quant_x8.c: q_matmul_x8's arguments), which unpacks each row.
-#if defined(Q_AVX2)
+// Products without x8 kernels (quant.c's x8_kernels) go through
+// x8_matmul_unpacked (quant_x8.c: q_matmul_x8's arguments), which unpacks
+// the rows into ggml's layout for q_matmul.
+#if defined(Q_X8)
 extern const tile_fn q_tiles8_avx2[Q_TYPE_COUNT];
 void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
                         int nt, int ngemm, float *y, size_t ldy);
 #endif
-void x8_matmul_unpacked(uint32_t type, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xs,
-                        int nt, int nt_joint, float *y, size_t ldy);
+// The AVX-512 build's x8 kernels for two or more tokens, 16 rows (two
+// groups) in the lanes (one token goes through the AVX2 ones):
+//   q_tiles16_avx512[type] (Q4_0, Q8_0): a tile function over the groups a
+//     and b (out[16 t + r]: token t, row r; rows 8-15 are b's), fetching
+//     the two groups from next on as it goes (NULL: none);
+//   q_matmul_k_x8_avx512: as q_matmul_k_x8_avx2.
+typedef void (*tile16_fn)(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1,
+                          const uint8_t *x, size_t xs, int tn, float *out);
+#if defined(Q_AVX512)
+extern const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT];
+void q_matmul_k_x8_avx512(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
+                          int nt, int ngemm, float *y, size_t ldy);
+#endif
+int x8_matmul_unpacked(uint32_t type, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xs,
+                       int nt, int nt_joint, float *y, size_t ldy);
 
 #endif

@@ -38,7 +38,7 @@ typedef struct {
 
 #define X8_FIELD(T, f, w) {offsetof(T, f), sizeof(((T *)0)->f), w}
 
-static int x8_fields(uint32_t type, const x8_field **f) {
+ALWAYS_INLINE int x8_fields(uint32_t type, const x8_field **f) {
     static const x8_field q4k[] = {X8_FIELD(block_q4_K, d, 2), X8_FIELD(block_q4_K, dmin, 2),
                                    X8_FIELD(block_q4_K, scales, 4), X8_FIELD(block_q4_K, qs, 4)};
     static const x8_field q5k[] = {X8_FIELD(block_q5_K, d, 2), X8_FIELD(block_q5_K, dmin, 2), X8_FIELD(block_q5_K, scales, 4),
@@ -62,9 +62,17 @@ int q_x8_layout(uint32_t type) {
     return x8_fields(type, &f) > 0;
 }
 
+// Which weights the backend copies into the layout: those whose one-token
+// products this build's x8 kernels compute faster than its kernels on
+// ggml's rows. The AVX2 build's gather 8 rows' bytes into lanes at about
+// the cost of the products. The AVX-512 build's stream Q4_0, Q8_0, Q4_K and
+// Q6_K 20-45% slower than the x8 kernels (one thread, from DRAM), Q5_K as
+// fast.
 int q_x8_wanted(uint32_t type) {
 #if defined(Q_AVX2)
     return q_x8_layout(type);
+#elif defined(Q_AVX512)
+    return type != Q_Q5_K && q_x8_layout(type);
 #else
     (void)type;
     return 0;
@@ -79,26 +87,88 @@ static void x8_block(uint32_t type, const uint8_t *g, int r, uint8_t *b) {
         for (int i = 0; i < f[j].len; i += f[j].w) memcpy(b + f[j].off + i, g + 8 * (f[j].off + i) + f[j].w * r, f[j].w);
 }
 
-void q_x8_pack(uint32_t type, int64_t cols, int64_t rows, int64_t g0, int64_t g1, const void *src, void *dst) {
-    const qtype_info *q = qtype_get(type);
-    const size_t rb = qtype_row_bytes(type, cols), bb = q->block_bytes;
+#if defined(__AVX2__)
+// 8 units of 4 bytes of 8 rows (32 bytes at row[r] + at; h = 2) or 4 units
+// (16 bytes; h = 1) and the group's vectors of them at g (vector u, dword r:
+// row r's unit u), copied into the group (pack) or out of it: per 4 units a
+// transposition (transpose4x8_avx2) between [row i | row i + 4] and the
+// unit vectors.
+ALWAYS_INLINE void x8_units(uint8_t *const row[8], size_t at, uint8_t *g, int pack, const int h) {
+    __m256i v[2][4], t[2][4];
+    for (int i = 0; i < 4; i++)
+        if (!pack) {
+            for (int k = 0; k < h; k++) v[k][i] = _mm256_loadu_si256((const __m256i *)(g + 128 * k + 32 * i));
+        } else if (h == 2) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(row[i] + at)), b = _mm256_loadu_si256((const __m256i *)(row[i + 4] + at));
+            v[0][i] = _mm256_permute2x128_si256(a, b, 0x20);
+            v[1][i] = _mm256_permute2x128_si256(a, b, 0x31);
+        } else {
+            v[0][i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(row[i] + at))),
+                                              _mm_loadu_si128((const __m128i *)(row[i + 4] + at)), 1);
+        }
+    for (int k = 0; k < h; k++) transpose4x8_avx2(v[k], t[k]);
+    for (int i = 0; i < 4; i++)
+        if (pack) {
+            for (int k = 0; k < h; k++) _mm256_storeu_si256((__m256i *)(g + 128 * k + 32 * i), t[k][i]);
+        } else if (h == 2) {
+            _mm256_storeu_si256((__m256i *)(row[i] + at), _mm256_permute2x128_si256(t[0][i], t[1][i], 0x20));
+            _mm256_storeu_si256((__m256i *)(row[i + 4] + at), _mm256_permute2x128_si256(t[0][i], t[1][i], 0x31));
+        } else {
+            _mm_storeu_si128((__m128i *)(row[i] + at), _mm256_castsi256_si128(t[0][i]));
+            _mm_storeu_si128((__m128i *)(row[i + 4] + at), _mm256_extracti128_si256(t[0][i], 1));
+        }
+}
+#endif
+
+// Block k of 8 rows (row[r]: ggml's rows; at: the block's offset) and the
+// group's block k at g, copied into the group (pack) or out of it.
+ALWAYS_INLINE void x8_group_block(const x8_field *f, int nf, size_t at, uint8_t *const row[8], uint8_t *g, int pack) {
+    for (int j = 0; j < nf; j++) {
+        int i = 0;
+#if defined(__AVX2__)
+        if (f[j].w == 4) {  // 32 bytes of each row at a time, then 16
+            for (; i + 32 <= f[j].len; i += 32, g += 256) x8_units(row, at + f[j].off + i, g, pack, 2);
+            for (; i + 16 <= f[j].len; i += 16, g += 128) x8_units(row, at + f[j].off + i, g, pack, 1);
+        }
+#endif
+#define X8_UNITS(W)                                                          \
+    for (; i < f[j].len; i += (W))                                           \
+        for (int r = 0; r < 8; r++, g += (W))                                \
+            if (pack) memcpy(g, row[r] + at + f[j].off + i, (W));            \
+            else memcpy(row[r] + at + f[j].off + i, g, (W));
+        if (f[j].w == 4) X8_UNITS(4)
+        else if (f[j].w == 2) X8_UNITS(2)
+        else X8_UNITS(1)
+#undef X8_UNITS
+    }
+}
+
+// Blocks [0, nb) of 8 rows (row[r]) and of their group at g, copied into the
+// group (pack) or out of it; the type a compile-time constant (x8_group).
+ALWAYS_INLINE void x8_group_t(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *g, int pack) {
     const x8_field *f;
     const int nf = x8_fields(type, &f);
+    const size_t bb = (size_t)f[nf - 1].off + f[nf - 1].len;  // the fields cover the block
+    for (int64_t k = 0; k < nb; k++, g += 8 * bb) x8_group_block(f, nf, (size_t)k * bb, row, g, pack);
+}
+
+static void x8_group(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *g, int pack) {
+    switch (type) {
+    case Q_Q4_0: x8_group_t(Q_Q4_0, nb, row, g, pack); break;
+    case Q_Q8_0: x8_group_t(Q_Q8_0, nb, row, g, pack); break;
+    case Q_Q4_K: x8_group_t(Q_Q4_K, nb, row, g, pack); break;
+    case Q_Q5_K: x8_group_t(Q_Q5_K, nb, row, g, pack); break;
+    case Q_Q6_K: x8_group_t(Q_Q6_K, nb, row, g, pack); break;
+    default: break;
+    }
+}
+
+void q_x8_pack(uint32_t type, int64_t cols, int64_t rows, int64_t g0, int64_t g1, const void *src, void *dst) {
+    const size_t rb = qtype_row_bytes(type, cols);
     for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *row[8];  // the group's rows (the last one repeated past the matrix's end)
-        for (int r = 0; r < 8; r++) row[r] = (const uint8_t *)src + (size_t)(8 * g + r < rows ? 8 * g + r : rows - 1) * rb;
-        uint8_t *d = (uint8_t *)dst + (size_t)(8 * g) * rb;  // written in order
-        for (int64_t k = 0; k < cols / q->block; k++)
-            for (int j = 0; j < nf; j++) {
-                const size_t at = (size_t)k * bb + f[j].off;
-#define X8_UNITS(W)                                                        \
-    for (int i = 0; i < f[j].len; i += (W))                                \
-        for (int r = 0; r < 8; r++, d += (W)) memcpy(d, row[r] + at + i, (W));
-                if (f[j].w == 4) X8_UNITS(4)
-                else if (f[j].w == 2) X8_UNITS(2)
-                else X8_UNITS(1)
-#undef X8_UNITS
-            }
+        uint8_t *row[8];  // the group's rows (the last one repeated past the matrix's end); only read
+        for (int r = 0; r < 8; r++) row[r] = (uint8_t *)src + (size_t)(8 * g + r < rows ? 8 * g + r : rows - 1) * rb;
+        x8_group(type, cols / qtype_get(type)->block, row, (uint8_t *)dst + (size_t)(8 * g) * rb, 1);
     }
 }
 
@@ -113,23 +183,29 @@ void q_x8_dequantize_row(uint32_t type, int64_t cols, const void *w8, int64_t r,
     }
 }
 
-// Builds without x8 kernels for a type (which never pack it: tests come
-// here): each row unpacked and multiplied alone (rows are independent: the
-// same bits). Should the row's copy not be allocated, its outputs are NaN.
-void x8_matmul_unpacked(uint32_t type, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xs,
-                        int nt, int nt_joint, float *y, size_t ldy) {
-    const qtype_info *q = qtype_get(type);
-    const size_t rb = qtype_row_bytes(type, n), bb = q->block_bytes;
-    uint8_t *row = malloc(rb);
-    for (int i = 0; i < nr; i++) {
-        const int64_t r = r0 + i;
-        const uint8_t *g = (const uint8_t *)w8 + (size_t)(r / 8 * 8) * rb;
-        if (!row) {
-            for (int t = 0; t < nt; t++) y[(size_t)t * ldy + i] = NAN;
-            continue;
+#define X8_PIECE 4  // groups that x8_matmul_unpacked unpacks at a time
+
+// Rows [r0, r0 + nr) of the x8 matrix w8 unpacked into ggml's layout,
+// X8_PIECE groups at a time, and multiplied by q_matmul (rows are
+// independent: the same bits). -1, with nothing written, when the rows'
+// copy cannot be allocated.
+int x8_matmul_unpacked(uint32_t type, int64_t n, const void *w8, int64_t r0, int nr, const void *xq, size_t xs, int nt,
+                       int nt_joint, float *y, size_t ldy) {
+    const size_t rb = qtype_row_bytes(type, n);
+    const int64_t nb = n / qtype_get(type)->block, g0 = r0 / 8, g1 = (r0 + nr + 7) / 8;
+    const int64_t per = g1 - g0 < X8_PIECE ? g1 - g0 : X8_PIECE;
+    uint8_t *buf = malloc((size_t)per * 8 * rb);
+    if (!buf) return -1;
+    for (int64_t g = g0; g < g1; g += per) {
+        const int64_t ge = g1 - g < per ? g1 : g + per;
+        for (int64_t h = g; h < ge; h++) {
+            uint8_t *row[8];
+            for (int r = 0; r < 8; r++) row[r] = buf + (size_t)(8 * (h - g) + r) * rb;
+            x8_group(type, nb, row, (uint8_t *)w8 + (size_t)(8 * h) * rb, 0);  // only read
         }
-        for (int64_t k = 0; k < n / q->block; k++) x8_block(type, g + (size_t)k * 8 * bb, (int)(r % 8), row + (size_t)k * bb);
-        q_matmul(type, n, row, rb, 1, xq, xs, nt, nt_joint, y + i, ldy);
+        const int64_t a = r0 > 8 * g ? r0 : 8 * g, e = r0 + nr < 8 * ge ? r0 + nr : 8 * ge;
+        q_matmul(type, n, buf + (size_t)(a - 8 * g) * rb, rb, (int)(e - a), xq, xs, nt, nt_joint, y + (a - r0), ldy);
     }
-    free(row);
+    free(buf);
+    return 0;
 }
