@@ -21,6 +21,7 @@ typedef struct {
     size_t row_bytes;
     const void *data;
     int x8;             // data is in quant.h's x8 layout (the CPU backend's upload)
+    int lookup;         // only single rows are read (an untied embedding): no upload repacks it
 } qmat;
 
 // Rotary embedding parameters of one layer, as ggml's rope_ext takes them.

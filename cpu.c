@@ -128,7 +128,7 @@ static void x8_pack_groups(void *ctx, int64_t g0, int64_t g1) {
 // (quant.h's x8) is copied once into that layout (the caller may drop the
 // original); the others are read from the mapping as they are.
 static int cpu_upload(backend *b, qmat *w, char *err) {
-    if (!q_x8_wanted(w->type) || w->row_bytes != qtype_row_bytes(w->type, w->cols)) return 0;
+    if (w->lookup || !q_x8_wanted(w->type) || w->row_bytes != qtype_row_bytes(w->type, w->cols)) return 0;
     void **list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
     if (!list) return errf(err, "out of memory");
     b->x8 = list;

@@ -115,8 +115,11 @@ static int get_parts(model *m, qmat *const parts[], const int64_t rows[], int k,
         return errf(err, "tensor '%s': expected type F32, found %s", name, qtype_name(t->type, tb));
     const size_t row_bytes = qtype_row_bytes(t->type, cols);
     const uint8_t *data = t->data;
+    // an embedding that is not also the output projection is only looked up, a row at a time
+    const int lookup = !strcmp(name, "token_embd.weight") && gguf_find_tensor(&m->gguf, "output.weight");
     for (int i = 0; i < k; i++) {
-        *parts[i] = (qmat){.type = t->type, .rows = rows[i], .cols = cols, .row_bytes = row_bytes, .data = data};
+        *parts[i] = (qmat){.type = t->type, .rows = rows[i], .cols = cols, .row_bytes = row_bytes, .data = data,
+                           .lookup = lookup};
         data += (size_t)rows[i] * row_bytes;
         if (upload(m, parts[i], err)) return -1;
     }

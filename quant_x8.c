@@ -38,7 +38,7 @@ typedef struct {
 
 #define X8_FIELD(T, f, w) {offsetof(T, f), sizeof(((T *)0)->f), w}
 
-ALWAYS_INLINE int x8_fields(uint32_t type, const x8_field **f) {
+static int x8_fields(uint32_t type, const x8_field **f) {
     static const x8_field q4k[] = {X8_FIELD(block_q4_K, d, 2), X8_FIELD(block_q4_K, dmin, 2),
                                    X8_FIELD(block_q4_K, scales, 4), X8_FIELD(block_q4_K, qs, 4)};
     static const x8_field q5k[] = {X8_FIELD(block_q5_K, d, 2), X8_FIELD(block_q5_K, dmin, 2), X8_FIELD(block_q5_K, scales, 4),
@@ -144,23 +144,12 @@ ALWAYS_INLINE void x8_group_block(const x8_field *f, int nf, size_t at, uint8_t 
 }
 
 // Blocks [0, nb) of 8 rows (row[r]) and of their group at g, copied into the
-// group (pack) or out of it; the type a compile-time constant (x8_group).
-ALWAYS_INLINE void x8_group_t(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *g, int pack) {
+// group (pack) or out of it.
+static void x8_group(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *g, int pack) {
     const x8_field *f;
     const int nf = x8_fields(type, &f);
     const size_t bb = (size_t)f[nf - 1].off + f[nf - 1].len;  // the fields cover the block
     for (int64_t k = 0; k < nb; k++, g += 8 * bb) x8_group_block(f, nf, (size_t)k * bb, row, g, pack);
-}
-
-static void x8_group(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *g, int pack) {
-    switch (type) {
-    case Q_Q4_0: x8_group_t(Q_Q4_0, nb, row, g, pack); break;
-    case Q_Q8_0: x8_group_t(Q_Q8_0, nb, row, g, pack); break;
-    case Q_Q4_K: x8_group_t(Q_Q4_K, nb, row, g, pack); break;
-    case Q_Q5_K: x8_group_t(Q_Q5_K, nb, row, g, pack); break;
-    case Q_Q6_K: x8_group_t(Q_Q6_K, nb, row, g, pack); break;
-    default: break;
-    }
 }
 
 void q_x8_pack(uint32_t type, int64_t cols, int64_t rows, int64_t g0, int64_t g1, const void *src, void *dst) {

@@ -25,6 +25,19 @@ CC=${CC:-cc}
 san=; [ "${QUILL_SANITIZED:-0}" = 1 ] && san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 "$BUILD/tests/test_quant" --dump >"$tmp/this.txt" || { echo "FAIL test_quant --dump"; exit 1; }
 echo "this build: $(head -1 "$tmp/this.txt")"
+# The MB of weights `quill bench` reads from x8 copies: synth-llama-Q8_0 (untied
+# embedding) against its Q8_0 weights but token_embd, counted from the file.
+X8M="$SHARED/models/gguf/synth-llama-Q8_0.gguf"
+x8_copied() { "$1" bench -m "$X8M" -p 1 -n 1 2>/dev/null | sed -n 's/.*rows interleaved.*: \([0-9.]*\) MB$/\1/p'; }
+x8_copies() {  # quill binary, what it is
+    local want got
+    want=$("$PY" -c 'import sys; sys.path.insert(0, "models"); from gguf_reader import GGUFReader
+r = GGUFReader(sys.argv[1])
+print("%.1f" % (sum(t.nbytes for t in r.tensors.values() if t.type_name == "Q8_0" and t.name != "token_embd.weight") / 1e6))' "$X8M")
+    got=$(x8_copied "$1")
+    check "$2: the x8 copies, $got MB, are the Q8_0 weights but the untied embedding ($want MB)" test "$got" = "$want"
+}
+
 flavours=("portable:-O3")
 if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
     flavours+=("avx2:-O3 -march=x86-64-v3")
@@ -48,7 +61,8 @@ for f in "${flavours[@]}"; do
     [ "$name" = avx2 ] || continue
     # quill itself built so: its CPU backend interleaves the weights whose
     # kernels read them faster that way (quant.h's x8: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K
-    # here), and must still give llama.cpp's continuations (tests/golden.py)
+    # here), and must still give llama.cpp's continuations (tests/golden.py), and
+    # leave an untied embedding (its rows are looked up one at a time) as it is
     opt=${f#*:}
     [ -n "$san" ] && opt=${opt/-O3/-O1}  # as make test-asan builds
     if ! make -s --no-print-directory -j2 BUILD="$tmp/build_$name" CUDA=0 OPT="$opt" SAN="$san" \
@@ -63,7 +77,10 @@ for f in "${flavours[@]}"; do
         echo "FAIL $name build of quill: the golden continuations"
         fail=1
     fi
+    [ -x "$tmp/build_$name/quill" ] && x8_copies "$tmp/build_$name/quill" "$name build of quill"
 done
+# this build's quill too, where it copies weights (not a build without SIMD kernels)
+[ -n "$(x8_copied "$QUILL")" ] && x8_copies "$QUILL" "this build's quill"
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
     if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread &&
         qemu-aarch64 -L /usr/aarch64-linux-gnu "$tmp/tq_arm" --dump >"$tmp/arm.txt"; then
