@@ -580,9 +580,8 @@ static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const
                                x + (size_t)t0 * xs, xs, tn, out);
                     } else {
                         if (fetch)
-                            for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + (size_t)(per / grp) * s->ws + l, 0, 3);
-                        if (nt == 1 && !s->x8)  // a row's worth, DECODE_AHEAD further on (the x8 kernels ask as they go)
-                            for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + DECODE_AHEAD + l, 0, 0);
+                            for (size_t l = 0; l < ib; l += 64) __builtin_prefetch(wi + s->ws + l, 0, 3);
+                        if (nt == 1 && !s->x8) decode_prefetch(wi, ib);  // a row's worth (the x8 kernels ask as they go)
                         tile(wi, n, u0, u1, x + (size_t)t0 * xs, xs, tn, out);
                     }
                     for (int r = v < v0 ? v0 : v; r < v + per && r < v1; r++)

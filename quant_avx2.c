@@ -22,12 +22,6 @@
 #define DPWSSD256 _mm256_dpwssd_epi32
 #endif
 
-// One token streams each weight row (or x8 group) once: the kernels ask for
-// the `bytes` that start DECODE_AHEAD after p as they go.
-ALWAYS_INLINE void decode_prefetch(const uint8_t *p, size_t bytes) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + DECODE_AHEAD + l, _MM_HINT_NTA);
-}
-
 // Dwords of rows: lane l of t[k] = dword k of the 16 bytes at p[l] (p[0..3]
 // in the low 128 bits, p[4..7] in the high), k < 4.
 ALWAYS_INLINE void transpose8x4(const uint8_t *const p[8], __m256i t[4]) {

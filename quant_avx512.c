@@ -732,7 +732,7 @@ ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int n
         for (int r = 0; r < 8; r++)
             for (int k = 0; k < kn; k++) {
                 const uint8_t *blk = rows[r] + (size_t)(k0 + k) * bb, *rec = x + (size_t)(k0 + k) * K4_BYTES;
-                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)blk + DECODE_AHEAD + 64 * l, _MM_HINT_NTA);
+                decode_prefetch(blk, 3 * 64);
                 const __m512i X[4] = {load512(rec), load512(rec + 64), load512(rec + 128), load512(rec + 192)};
                 const __m512i sc = q4k_scales4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)blk)));
                 V[k][r] = k4_decode_row(type, blk, sc, X, _mm512_maskz_loadu_epi32(0x00f0, rec + K4_PAIRS - 16));

@@ -357,6 +357,11 @@ ALWAYS_INLINE float dot_k4(uint32_t type, const uint8_t *w, const uint8_t *x, in
 // kernels ask for the bytes DECODE_AHEAD further on as they go.
 #define DECODE_AHEAD 8192
 
+// The `bytes` that start DECODE_AHEAD after p, asked for (non-temporal: read once).
+ALWAYS_INLINE void decode_prefetch(const uint8_t *p, size_t bytes) {
+    for (size_t l = 0; l < bytes; l += 64) __builtin_prefetch(p + DECODE_AHEAD + l, 0, 0);
+}
+
 // The Q4_K/Q5_K decode kernels (k4_decode8) read 8 rows K4_PIECE
 // super-blocks at a time (8 rows x 32 x 32 B = 8 KiB of integer vectors).
 #define K4_PIECE 32
