@@ -548,11 +548,11 @@ static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const
     int64_t unit;
     tile_fn tile = tile_for(wtype, &unit);
     tile16_fn tile16 = NULL;  // two x8 groups a call
-#if defined(Q_X8)
-    if (s->x8) tile = q_tiles8_avx2[wtype];  // the same units, 8 rows a call
-#endif
 #if defined(Q_AVX512)
     if (s->x8 && nt > 1) tile16 = q_tiles16_avx512[wtype];
+    if (s->x8 && nt == 1) tile = q_decode8_avx512[wtype];  // the same units, 8 rows a call
+#elif defined(Q_AVX2)
+    if (s->x8) tile = q_tiles8_avx2[wtype];  // the same units, 8 rows a call
 #endif
     const int64_t nu = (n + unit - 1) / unit;
     const int64_t unit_bytes = (int64_t)q_act_row_bytes(wtype, unit);  // >= the bytes a unit spans
@@ -606,9 +606,8 @@ static void matmul_tokens(uint32_t wtype, int64_t n, const wsrc *s, int nr, cons
     const int ngemm = lone ? 0 : nt - nt % 4;  // llama.cpp's gemm takes full groups of 4 tokens, gemv the rest
     if (wtype != Q_Q4_K && wtype != Q_Q5_K) matmul_units(wtype, n, s, nr, xq, xq_stride, nt, lone, y, ldy);
 #if defined(Q_AVX512)
-    else if (s->x8 && nt > 1) q_matmul_k_x8_avx512(wtype, n, s->w, s->lo, nr, xq, xq_stride, nt, ngemm, y, ldy);
-#endif
-#if defined(Q_X8)
+    else if (s->x8) q_matmul_k_x8_avx512(wtype, n, s->w, s->lo, nr, xq, xq_stride, nt, ngemm, y, ldy);
+#elif defined(Q_AVX2)
     else if (s->x8) q_matmul_k_x8_avx2(wtype, n, s->w, s->lo, nr, xq, xq_stride, nt, ngemm, y, ldy);
 #endif
     else Q_ISA(q_matmul_k)(wtype, n, s->w, s->ws, nr, xq, xq_stride, nt, ngemm, y, ldy);

@@ -1,6 +1,6 @@
-// quant_avx2.c — the AVX2 kernels, for machines without AVX-512, and the
-// x8 kernels (quant_x8.c's layout), which AVX-512 builds also run for
-// one-token products (quant_impl.h; empty in builds for other ISAs).
+// quant_avx2.c — the AVX2 kernels, for machines without AVX-512, on
+// ggml's rows and on the x8 layout (quant_x8.c) (quant_impl.h; empty in
+// builds for other ISAs).
 //
 // The unit kernels perform the float operations of quant_avx512.c's on 2 × 8
 // lanes (lo: lanes 0-7, hi: lanes 8-15). Integer dot products use
@@ -8,18 +8,15 @@
 // range here, or AVX-VNNI's 256-bit VPDPBUSD/VPDPWSSD where the build has
 // them (-mavxvnni: Intel's client CPUs since Alder Lake have AVX-VNNI but
 // no AVX-512). Integer sums are exact in any order: every variant computes
-// the same bits. AVX-512 VNNI builds use its 256-bit forms.
+// the same bits.
 #include "quant_impl.h"
 
-#if defined(Q_X8)
+#if defined(Q_AVX2)
 
-// 256-bit VPDPBUSD and VPDPWSSD: AVX-VNNI's, or AVX-512 VNNI's VL forms.
+// AVX-VNNI's 256-bit VPDPBUSD and VPDPWSSD
 #if defined(__AVXVNNI__)
 #define DPBUSD256 _mm256_dpbusd_avx_epi32
 #define DPWSSD256 _mm256_dpwssd_avx_epi32
-#elif defined(Q_AVX512)
-#define DPBUSD256 _mm256_dpbusd_epi32
-#define DPWSSD256 _mm256_dpwssd_epi32
 #endif
 
 // Dwords of rows: lane l of t[k] = dword k of the 16 bytes at p[l] (p[0..3]
@@ -625,9 +622,7 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], co
     }
 }
 
-#if defined(Q_AVX2)
 Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k16_tile_avx2, float_tile_avx2, float_tile_avx2)
-#endif
 
 // x8 weights (quant_x8.c): 8 rows in the lanes, each running the float
 // chains that the unit kernels above run in lanes of one row.
@@ -765,7 +760,6 @@ ALWAYS_INLINE void k4_tokens8_avx2(uint32_t type, const uint8_t *const rows[8], 
     }
 }
 
-#if defined(Q_AVX2)
 // The type a compile-time constant (q_matmul_k_avx2).
 ALWAYS_INLINE void matmul_k4_avx2_t(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                                     size_t xs, int nt, int ngemm, float *y, size_t ldy) {
@@ -782,7 +776,6 @@ void q_matmul_k_avx2(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int 
     if (type == Q_Q4_K) matmul_k4_avx2_t(Q_Q4_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
     else matmul_k4_avx2_t(Q_Q5_K, n, w, ws, nr, x, xs, nt, ngemm, y, ldy);
 }
-#endif
 
 // x8 groups (quant_x8.c): rows [lo, lo + nr) from the group at w8 on.
 ALWAYS_INLINE void matmul_k4_x8_avx2_t(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x,
@@ -802,4 +795,4 @@ void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int
     else matmul_k4_x8_avx2_t(Q_Q5_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
 }
 
-#endif  // Q_X8
+#endif  // Q_AVX2

@@ -321,6 +321,151 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
     reduce16_rows16(lane, out, NT);
 }
 
+// --- x8 weights, one token: two of a group's vectors in the lanes ---------
+//
+// A 512-bit load takes two consecutive vectors of an x8 group (8 rows'
+// dwords each), so one group streams through half the instructions of the
+// AVX2 x8 kernels, which a core needs to keep up with its share of the
+// memory's bandwidth. The activations are permuted to match (vpermt2d), and
+// each row runs the AVX2 x8 kernel's float chains on the same values.
+
+// Lanes 0-7 = lane j of a, lanes 8-15 = lane j of b.
+ALWAYS_INLINE __m512i pick2(__m512i a, __m512i b, int j) {
+    return _mm512_permutex2var_epi32(a, _mm512_setr_epi32(j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j,
+                                                          16 + j, 16 + j, 16 + j, 16 + j), b);
+}
+
+// Lanes 0-7 = the sum of a's halves, lanes 8-15 = b's.
+ALWAYS_INLINE __m512i fold2(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xEE));
+}
+
+// 8 rows' 16 float chains in pairs (acc[p] lanes 0-7: chain 2p, 8-15: chain
+// 2p + 1), each row's summed as reduce16 sums them: out[r].
+ALWAYS_INLINE void reduce16_pairs8(const __m512 acc[8], float *out) {
+    __m512 s[4];
+    for (int p = 0; p < 4; p++) s[p] = _mm512_add_ps(acc[p + 4], acc[p]);
+    for (int m = 0; m < 2; m++) s[m] = _mm512_add_ps(s[m + 2], s[m]);
+    const __m512 f = _mm512_add_ps(s[0], s[1]);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm512_castps512_ps256(f), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+}
+
+// Lanes 0-7 = lane j of v, lanes 8-15 = lane j + 1.
+ALWAYS_INLINE __m512i pick_pair(__m512i v, int j) {
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(j, j, j, j, j, j, j, j, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1,
+                                                      j + 1, j + 1), v);
+}
+
+// Q4_0 and Q8_0, one token against the x8 group at g8 (unit_tile8_avx2's
+// chains, lane L of unit u = block 16u + L): per pass blocks L and L + 1,
+// whose chains acc[L / 2] holds in lanes 0-7 and 8-15. Weights go to
+// VPDPBUSD unsigned (Q8_0's + 128) and the activation word c removes what
+// that adds (unit_tile16's sums); a block past the row's last adds nothing.
+ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                                float *out) {
+    const size_t bb = 8 * block32_bytes(type);  // a block of the group
+    const int64_t nb = n / 32;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc[8];
+    for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *a = x + (size_t)u * UNIT_BYTES;
+        __m512i xv[8];
+        for (int v = 0; v < 8; v++) xv[v] = load512(a + 64 * v);
+        const __m512i cw = type == Q_Q4_0 ? _mm512_srai_epi32(load512(a + UNIT_W), 4) : load512(a + UNIT_W);
+        const __m512i dxw = load512(a + UNIT_D);
+        for (int L = 0; L < 16 && 16 * u + L < nb; L += 2) {
+            const int two = 16 * u + L + 1 < nb;  // block L + 1 is there
+            const uint8_t *b0 = g8 + (size_t)(16 * u + L) * bb, *b1 = two ? b0 + bb : b0;
+            decode_prefetch(b0, 2 * bb);
+            __m512i i[2];
+            for (int e = 0; e < 2; e++) {
+                const uint8_t *qs = (e ? b1 : b0) + X8_AT(block_q8_0, qs);  // (qs follows d in both types)
+                __m512i w[4];  // w[m] lanes: 8 rows' weights 4v .. 4v+3, v = 2m (0-7), 2m + 1 (8-15)
+                if (type == Q_Q8_0) {
+                    for (int m = 0; m < 4; m++) w[m] = _mm512_xor_si512(load512(qs + 64 * m), _mm512_set1_epi8((char)0x80));
+                } else {
+                    for (int m = 0; m < 2; m++) {
+                        const __m512i raw = load512(qs + 64 * m);
+                        w[m] = _mm512_and_si512(raw, m4);
+                        w[m + 2] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                    }
+                }
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                for (int m = 0; m < 4; m += 2) {
+                    s0 = _mm512_dpbusd_epi32(s0, w[m], pick2(xv[2 * m], xv[2 * m + 1], L + e));
+                    s1 = _mm512_dpbusd_epi32(s1, w[m + 1], pick2(xv[2 * m + 2], xv[2 * m + 3], L + e));
+                }
+                i[e] = _mm512_add_epi32(s0, s1);
+            }
+            const __m512i iv = _mm512_add_epi32(fold2(i[0], i[1]), pick_pair(cw, L));
+            const __m512 d = x8_pair_halves(b0, b1);
+            const __m512 dd = _mm512_maskz_mul_ps(two ? 0xffff : 0x00ff, d, _mm512_castsi512_ps(pick_pair(dxw, L)));
+            acc[L / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), dd, acc[L / 2]);
+        }
+    }
+    reduce16_pairs8(acc, out);
+}
+
+static void q4_0_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn,
+                         float *out) {
+    (void)xs, (void)tn;
+    unit_decode8(Q_Q4_0, g8, n, u0, u1, x, out);
+}
+
+static void q8_0_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn,
+                         float *out) {
+    (void)xs, (void)tn;
+    unit_decode8(Q_Q8_0, g8, n, u0, u1, x, out);
+}
+
+// Q6_K, one token against the x8 group at g8 (q6k_tile8_avx2's chains):
+// per pass groups j = 2p and 2p + 1 of a super-block (p = 4h + k; they
+// take ql vectors 16h + 8(k & 1) + {0..7}, qh vectors 8h + {0..7}), whose
+// chains acc[p] holds in lanes 0-7 and 8-15; reduced in reduce16's order.
+static void q6k_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn,
+                        float *out) {
+    (void)n, (void)xs, (void)tn;
+    const size_t bb = 8 * sizeof(block_q6_K);
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[8];
+    for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *b = g8 + (size_t)u * bb, *r = x + (size_t)u * K16_BYTES;
+        decode_prefetch(b, bb);
+        const __m512i xv[4] = {load512(r), load512(r + 64), load512(r + 128), load512(r + 192)}, cv = load512(r + K16_C);
+        const __m512 dx = _mm512_set1_ps(load_f32(r + K16_D));
+        const __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, d)))));
+        const __m512 d = _mm512_shuffle_f32x4(d8, d8, 0x44);  // the 8 rows' d in both halves
+        for (int h = 0; h < 2; h++) {
+            __m512i H[4];  // qh vectors 8h + 2m, 8h + 2m + 1: group i = m / 2's v = 2(m % 2), + 1
+            for (int m = 0; m < 4; m++) H[m] = load512(b + X8_AT(block_q6_K, qh) + 32 * (8 * h + 2 * m));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const int j = 8 * h + 2 * k;  // and j + 1
+                __m512i q[4];                 // q[2i + w] lanes: group j + i's weights 4v .. 4v+3, v = 2w (0-7), 2w + 1 (8-15)
+                for (int m = 0; m < 4; m++) {
+                    const __m512i l = load512(b + X8_AT(block_q6_K, ql) + 32 * (16 * h + 8 * (k & 1) + 2 * m));
+                    const __m512i hi = k == 0 ? _mm512_slli_epi16(H[m], 4) : k == 1 ? _mm512_slli_epi16(H[m], 2)
+                                     : k == 2 ? H[m] : _mm512_srli_epi16(H[m], 2);
+                    q[m] = _mm512_ternarylogic_epi32(k >> 1 ? _mm512_srli_epi16(l, 4) : l, _mm512_and_si512(hi, m30), m4,
+                                                     0xEC);  // (l & 15) | hi
+                }
+                __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], pick2(xv[0], xv[1], j));
+                __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], pick2(xv[0], xv[1], j + 1));
+                i0 = _mm512_dpbusd_epi32(i0, q[1], pick2(xv[2], xv[3], j));
+                i1 = _mm512_dpbusd_epi32(i1, q[3], pick2(xv[2], xv[3], j + 1));
+                const __m512i iv = _mm512_add_epi32(fold2(i0, i1), pick_pair(cv, j));
+                const __m512 sc = _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, scales) + 8 * j)))),
+                    d);
+                acc[4 * h + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(sc, dx), acc[4 * h + k]);
+            }
+        }
+    }
+    reduce16_pairs8(acc, out);
+}
+
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
 
 typedef struct {
@@ -750,6 +895,59 @@ ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int n
     _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
 
+// Q4_K and Q5_K, one token against rows [lo, hi) of the x8 group at g8
+// (y[r - lo]), in k4_rows8_avx2's one-token chains: a 512-bit vector holds
+// qs dwords v, v + 1 (v even) of the 8 rows, so lanes 0-7 and 8-15 sum the
+// even and the odd dwords (≤ 8 products: within int16, as VPDPWSSD against
+// the scales wants), and the halves fold, exactly, before the float chains.
+// The scales are q4k_rows_scales' for the group in both halves.
+ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int hi, int64_t n, const uint8_t *x,
+                                 float *y) {
+    const size_t bb = k4_block_bytes(type);
+    const rows16 src = {NULL, {g8, g8}};
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m256 s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n / 256; k++) {
+        const uint8_t *blk = g8 + (size_t)k * 8 * bb, *u = x + (size_t)k * K4_BYTES;
+        decode_prefetch(blk, 8 * bb);
+        __m512i sc[8], mnp[4], qh[4];
+        __m512 dw, dmw;
+        q4k_rows_scales(&src, bb, k, sc, mnp, &dw, &dmw);
+        if (type == Q_Q5_K)
+            for (int w = 0; w < 4; w++) qh[w] = load512(blk + 8 * K4_QH_OFF + 64 * w);
+        __m512i I = _mm512_setzero_si512();
+        __m256i M = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m512i raw[4];  // qs dwords 2w, 2w + 1 of the rows' 32 bytes c
+            for (int w = 0; w < 4; w++) raw[w] = load512(blk + 8 * (k4_qs_off(type) + 32 * (size_t)c) + 64 * w);
+            for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                const __m512i xa = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(u + k4_sub_off(s))));
+                __m512i nib[4], X[4];
+                for (int w = 0; w < 4; w++) {
+                    nib[w] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[w], 4) : raw[w], m4);
+                    if (type == Q_Q5_K) nib[w] = add_bit4(nib[w], qh[w], _mm512_set1_epi8((char)(1 << s)));
+                    X[w] = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * w, 2 * w, 2 * w, 2 * w, 2 * w, 2 * w, 2 * w, 2 * w,
+                                                                      2 * w + 1, 2 * w + 1, 2 * w + 1, 2 * w + 1,
+                                                                      2 * w + 1, 2 * w + 1, 2 * w + 1, 2 * w + 1),
+                                                    xa);
+                }
+                const __m512i i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], X[0]), nib[1], X[1]);
+                const __m512i i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[2], X[2]), nib[3], X[3]);
+                I = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I, i0, sc[s]), i1, sc[s]);
+            }
+            M = _mm256_dpwssd_epi32(M, _mm512_castsi512_si256(mnp[c]), _mm256_set1_epi32((int)load_u32(u + K4_PAIRS + 4 * c)));
+        }
+        const __m256 dx = _mm256_set1_ps(load_f32(u + K4_W));
+        const __m256i I8 = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
+        s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I8), _mm256_mul_ps(_mm512_castps512_ps256(dw), dx), s1);
+        s2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(_mm512_castps512_ps256(dmw), dx), s2);
+    }
+    float o[8];
+    _mm256_storeu_ps(o, _mm256_sub_ps(s1, s2));
+    memcpy(y, o + lo, sizeof(float) * (size_t)(hi - lo));
+}
+
 // Up to 8 of `left` (>= 2) tokens through k4_rows_n: how many.
 ALWAYS_INLINE int k4_tokens16(uint32_t type, const rows16 *src, int lo, int hi, int64_t n, const uint8_t *x, size_t xs,
                               int gemm, int left, float *y, size_t ldy) {
@@ -785,7 +983,7 @@ ALWAYS_INLINE void matmul_k4_t(uint32_t type, int64_t n, const uint8_t *w, size_
 
 // x8 groups (quant_x8.c): rows [lo, lo + nr) from the group at w8 on, two
 // groups at a time (the second the first again past the rows asked for); a
-// lone token through the x8 kernels of quant_avx2.c.
+// lone token through k4_decode8_x8, a group at a time.
 ALWAYS_INLINE void matmul_k4_x8_t(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x,
                                   size_t xs, int nt, int ngemm, float *y, size_t ldy) {
     const size_t gb = (size_t)(n / 256) * 8 * k4_block_bytes(type);
@@ -797,7 +995,11 @@ ALWAYS_INLINE void matmul_k4_x8_t(uint32_t type, int64_t n, const uint8_t *w8, i
             const uint8_t *xt = x + (size_t)t * xs;
             const int gemm = t < ngemm, left = (gemm ? ngemm : nt) - t;
             if (left >= 2) t += k4_tokens16(type, &src, lo, hi, n, xt, xs, gemm, left, yt, ldy);
-            else q_matmul_k_x8_avx2(type, n, w8, lo, hi - lo, xt, xs, 1, 0, yt, ldy), t += 1;
+            else {  // one token: each group alone
+                k4_decode8_x8(type, w8, lo, hi < 8 ? hi : 8, n, xt, yt);
+                if (hi > 8) k4_decode8_x8(type, w8 + gb, 0, hi - 8, n, xt, yt + 8 - lo);
+                t += 1;
+            }
         }
         i += hi - lo;
     }
@@ -866,6 +1068,7 @@ Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k16_tile_n, f_tile_n, bf16
 TILE16_FN(tile16_q4_0, unit_tile16, Q_Q4_0)
 TILE16_FN(tile16_q8_0, unit_tile16, Q_Q8_0)
 const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = tile16_q4_0, [Q_Q8_0] = tile16_q8_0};
+const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = q4_0_decode8, [Q_Q8_0] = q8_0_decode8, [Q_Q6_K] = q6k_decode8};
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {

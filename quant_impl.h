@@ -29,8 +29,7 @@
 #if !defined(Q_AVX512) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define Q_AVX2 1
 #endif
-// The x8 kernels (quant_avx2.c's AVX2 code) serve the AVX2 build and, for
-// one-token products, the AVX-512 build too.
+// Builds with kernels on the x8 layout (quant_x8.c): the AVX2 and AVX-512 ones.
 #if defined(Q_AVX512) || defined(Q_AVX2)
 #define Q_X8 1
 #endif
@@ -471,7 +470,7 @@ void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, in
 // block starts at 8 times its offset there (the fields keep their order and
 // each takes 8 rows' bytes): X8_AT(block_q6_K, qh) = 8 * 128.
 #define X8_AT(T, field) (8 * offsetof(T, field))
-// The x8 kernels (Q_X8 builds: quant_avx2.c, AVX2 code):
+// The AVX2 build's x8 kernels (quant_avx2.c):
 //   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
 //     w (out[8 t + r]: token t, row r), for the unit-kernel types of the layout;
 //   q_matmul_k_x8_avx2: as q_matmul_k, rows [lo, lo + nr) of the x8 matrix
@@ -479,21 +478,24 @@ void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, in
 // Products without x8 kernels (quant.c's x8_kernels) go through
 // x8_matmul_unpacked (quant_x8.c: q_matmul_x8's arguments), which unpacks
 // the rows into ggml's layout for q_matmul.
-#if defined(Q_X8)
+#if defined(Q_AVX2)
 extern const tile_fn q_tiles8_avx2[Q_TYPE_COUNT];
 void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
                         int nt, int ngemm, float *y, size_t ldy);
 #endif
-// The AVX-512 build's x8 kernels for two or more tokens, 16 rows (two
-// groups) in the lanes (one token goes through the AVX2 ones):
-//   q_tiles16_avx512[type] (Q4_0, Q8_0): a tile function over the groups a
-//     and b (out[16 t + r]: token t, row r; rows 8-15 are b's), fetching
-//     the two groups from next on as it goes (NULL: none);
+// The AVX-512 build's x8 kernels (quant_avx512.c):
+//   q_tiles16_avx512[type] (Q4_0, Q8_0): for two or more tokens, a tile
+//     function over the groups a and b, 16 rows in the lanes (out[16 t + r]:
+//     token t, row r; rows 8-15 are b's), fetching the two groups from next
+//     on as it goes (NULL: none);
+//   q_decode8_avx512[type] (Q4_0, Q8_0, Q6_K): for one token, as
+//     q_tiles8_avx2 (tn is 1);
 //   q_matmul_k_x8_avx512: as q_matmul_k_x8_avx2.
 typedef void (*tile16_fn)(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1,
                           const uint8_t *x, size_t xs, int tn, float *out);
 #if defined(Q_AVX512)
 extern const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT];
+extern const tile_fn q_decode8_avx512[Q_TYPE_COUNT];
 void q_matmul_k_x8_avx512(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
                           int nt, int ngemm, float *y, size_t ldy);
 #endif
