@@ -927,10 +927,7 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
                 for (int w = 0; w < 4; w++) {
                     nib[w] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[w], 4) : raw[w], m4);
                     if (type == Q_Q5_K) nib[w] = add_bit4(nib[w], qh[w], _mm512_set1_epi8((char)(1 << s)));
-                    X[w] = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * w, 2 * w, 2 * w, 2 * w, 2 * w, 2 * w, 2 * w, 2 * w,
-                                                                      2 * w + 1, 2 * w + 1, 2 * w + 1, 2 * w + 1,
-                                                                      2 * w + 1, 2 * w + 1, 2 * w + 1, 2 * w + 1),
-                                                    xa);
+                    X[w] = pick_pair(xa, 2 * w);
                 }
                 const __m512i i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], X[0]), nib[1], X[1]);
                 const __m512i i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[2], X[2]), nib[3], X[3]);
