@@ -334,10 +334,10 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
 // cache lines, and those streamed about 5% slower from memory here.
 ALWAYS_INLINE __m512i load512_halves(const uint8_t *p) { return x8_pair(p, p + 32); }
 
-// Lanes 0-7 = lane j of a, lanes 8-15 = lane j of b.
-ALWAYS_INLINE __m512i pick2(__m512i a, __m512i b, int j) {
-    return _mm512_permutex2var_epi32(a, _mm512_setr_epi32(j, j, j, j, j, j, j, j, 16 + j, 16 + j, 16 + j, 16 + j,
-                                                          16 + j, 16 + j, 16 + j, 16 + j), b);
+// Lanes 0-7 = lane i of a, lanes 8-15 = lane k of b.
+ALWAYS_INLINE __m512i lanes2(__m512i a, int i, __m512i b, int k) {
+    return _mm512_permutex2var_epi32(a, _mm512_setr_epi32(i, i, i, i, i, i, i, i, 16 + k, 16 + k, 16 + k, 16 + k,
+                                                          16 + k, 16 + k, 16 + k, 16 + k), b);
 }
 
 // Lanes 0-7 = the sum of a's halves, lanes 8-15 = b's.
@@ -353,12 +353,6 @@ ALWAYS_INLINE void reduce16_pairs8(const __m512 acc[8], float *out) {
     for (int m = 0; m < 2; m++) s[m] = _mm512_add_ps(s[m + 2], s[m]);
     const __m512 f = _mm512_add_ps(s[0], s[1]);
     _mm256_storeu_ps(out, _mm256_add_ps(_mm512_castps512_ps256(f), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
-}
-
-// Lanes 0-7 = lane j of v, lanes 8-15 = lane j + 1.
-ALWAYS_INLINE __m512i pick_pair(__m512i v, int j) {
-    return _mm512_permutexvar_epi32(_mm512_setr_epi32(j, j, j, j, j, j, j, j, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1,
-                                                      j + 1, j + 1), v);
 }
 
 // Q4_0 and Q8_0, one token against the x8 group at g8 (unit_tile8_avx2's
@@ -398,39 +392,27 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
                 }
                 __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
                 for (int m = 0; m < 4; m += 2) {
-                    s0 = _mm512_dpbusd_epi32(s0, w[m], pick2(xv[2 * m], xv[2 * m + 1], L + e));
-                    s1 = _mm512_dpbusd_epi32(s1, w[m + 1], pick2(xv[2 * m + 2], xv[2 * m + 3], L + e));
+                    s0 = _mm512_dpbusd_epi32(s0, w[m], lanes2(xv[2 * m], L + e, xv[2 * m + 1], L + e));
+                    s1 = _mm512_dpbusd_epi32(s1, w[m + 1], lanes2(xv[2 * m + 2], L + e, xv[2 * m + 3], L + e));
                 }
                 i[e] = _mm512_add_epi32(s0, s1);
             }
-            const __m512i iv = _mm512_add_epi32(fold2(i[0], i[1]), pick_pair(cw, L));
+            const __m512i iv = _mm512_add_epi32(fold2(i[0], i[1]), lanes2(cw, L, cw, L + 1));
             const __m512 d = x8_pair_halves(b0, b1);
-            const __m512 dd = _mm512_maskz_mul_ps(two ? 0xffff : 0x00ff, d, _mm512_castsi512_ps(pick_pair(dxw, L)));
+            const __m512 dd = _mm512_maskz_mul_ps(two ? 0xffff : 0x00ff, d, _mm512_castsi512_ps(lanes2(dxw, L, dxw, L + 1)));
             acc[L / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), dd, acc[L / 2]);
         }
     }
     reduce16_pairs8(acc, out);
 }
 
-static void q4_0_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn,
-                         float *out) {
-    (void)xs, (void)tn;
-    unit_decode8(Q_Q4_0, g8, n, u0, u1, x, out);
-}
-
-static void q8_0_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn,
-                         float *out) {
-    (void)xs, (void)tn;
-    unit_decode8(Q_Q8_0, g8, n, u0, u1, x, out);
-}
-
 // Q6_K, one token against the x8 group at g8 (q6k_tile8_avx2's chains):
 // per pass groups j = 2p and 2p + 1 of a super-block (p = 4h + k; they
 // take ql vectors 16h + 8(k & 1) + {0..7}, qh vectors 8h + {0..7}), whose
 // chains acc[p] holds in lanes 0-7 and 8-15; reduced in reduce16's order.
-static void q6k_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn,
-                        float *out) {
-    (void)n, (void)xs, (void)tn;
+ALWAYS_INLINE void q6k_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                               float *out) {
+    (void)type, (void)n;
     const size_t bb = 8 * sizeof(block_q6_K);
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[8];
@@ -456,11 +438,11 @@ static void q6k_decode8(const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, co
                     q[m] = _mm512_ternarylogic_epi32(k >> 1 ? _mm512_srli_epi16(l, 4) : l, _mm512_and_si512(hi, m30), m4,
                                                      0xEC);  // (l & 15) | hi
                 }
-                __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], pick2(xv[0], xv[1], j));
-                __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], pick2(xv[0], xv[1], j + 1));
-                i0 = _mm512_dpbusd_epi32(i0, q[1], pick2(xv[2], xv[3], j));
-                i1 = _mm512_dpbusd_epi32(i1, q[3], pick2(xv[2], xv[3], j + 1));
-                const __m512i iv = _mm512_add_epi32(fold2(i0, i1), pick_pair(cv, j));
+                __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], lanes2(xv[0], j, xv[1], j));
+                __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], lanes2(xv[0], j + 1, xv[1], j + 1));
+                i0 = _mm512_dpbusd_epi32(i0, q[1], lanes2(xv[2], j, xv[3], j));
+                i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
+                const __m512i iv = _mm512_add_epi32(fold2(i0, i1), lanes2(cv, j, cv, j + 1));
                 const __m512 sc = _mm512_mul_ps(
                     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, scales) + 8 * j)))),
                     d);
@@ -932,7 +914,7 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
                 for (int w = 0; w < 4; w++) {
                     nib[w] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[w], 4) : raw[w], m4);
                     if (type == Q_Q5_K) nib[w] = add_bit4(nib[w], qh[w], _mm512_set1_epi8((char)(1 << s)));
-                    X[w] = pick_pair(xa, 2 * w);
+                    X[w] = lanes2(xa, 2 * w, xa, 2 * w + 1);
                 }
                 const __m512i i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], X[0]), nib[1], X[1]);
                 const __m512i i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[2], X[2]), nib[3], X[3]);
@@ -1070,7 +1052,17 @@ Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k16_tile_n, f_tile_n, bf16
 TILE16_FN(tile16_q4_0, unit_tile16, Q_Q4_0)
 TILE16_FN(tile16_q8_0, unit_tile16, Q_Q8_0)
 const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = tile16_q4_0, [Q_Q8_0] = tile16_q8_0};
-const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = q4_0_decode8, [Q_Q8_0] = q8_0_decode8, [Q_Q6_K] = q6k_decode8};
+// A one-token tile function over a decode8 kernel (the driver's tn is 1).
+#define DECODE8_FN(name, kernel, type)                                                                      \
+    static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn, \
+                     float *out) {                                                                          \
+        (void)xs, (void)tn;                                                                                 \
+        kernel(type, w, n, u0, u1, x, out);                                                                 \
+    }
+DECODE8_FN(decode8_q4_0, unit_decode8, Q_Q4_0)
+DECODE8_FN(decode8_q8_0, unit_decode8, Q_Q8_0)
+DECODE8_FN(decode8_q6_K, q6k_decode8, Q_Q6_K)
+const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = decode8_q4_0, [Q_Q8_0] = decode8_q8_0, [Q_Q6_K] = decode8_q6_K};
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {
