@@ -537,11 +537,11 @@ ALWAYS_INLINE void k4_scales8_avx2(uint32_t type, const uint8_t *const rows[8], 
 }
 
 // raw[v] lane r = dword v of row r's qs[32c .. 32c + 31] (v < 8); Q5_K's qh
-// (c < 0): dword v of its qh.
+// on ggml's rows (c < 0): dword v of its qh. (g8: Q4_K's x8 group.)
 ALWAYS_INLINE void k4_dwords8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int64_t k, int c,
                                    __m256i raw[8]) {
     if (g8) {
-        const uint8_t *v0 = k4_x8_block(type, g8, k) + 8 * (c < 0 ? K4_QH_OFF : k4_qs_off(type) + 32 * (size_t)c);
+        const uint8_t *v0 = k4_x8_block(type, g8, k) + 8 * (k4_qs_off(type) + 32 * (size_t)c);
         for (int v = 0; v < 8; v++) raw[v] = _mm256_loadu_si256((const __m256i *)(v0 + 32 * v));
         return;
     }
@@ -550,6 +550,19 @@ ALWAYS_INLINE void k4_dwords8_avx2(uint32_t type, const uint8_t *const rows[8], 
         p[r] = rows[r] + (size_t)k * k4_block_bytes(type) + (c < 0 ? K4_QH_OFF : k4_qs_off(type) + 32 * (size_t)c), p2[r] = p[r] + 16;
     transpose8x4(p, raw);
     transpose8x4(p2, raw + 4);
+}
+
+// Q5_K's x8 planes (q5k_planes) in group block blk: lane r = row r's 5-bit
+// weights 4v .. 4v+3 of sub-block s.
+ALWAYS_INLINE __m256i q5k_planes8_avx2(const uint8_t *blk, int s, int v) {
+    const uint8_t *p = blk + X8_AT(q5k_planes, p) + 32 * v;  // plane i at + 256 i
+#define PLANE(i) _mm256_loadu_si256((const __m256i *)(p + 256 * (i)))
+#define BITS(i, sh, m) _mm256_and_si256(_mm256_srli_epi16(PLANE(i), sh), _mm256_set1_epi8(m))
+    if (s < 5) return _mm256_and_si256(PLANE(s), _mm256_set1_epi8(31));
+    if (s < 7) return _mm256_or_si256(BITS(2 * (s - 5), 5, 7), BITS(2 * (s - 5) + 1, 2, 0x18));
+    return _mm256_or_si256(_mm256_or_si256(BITS(4, 5, 7), BITS(1, 4, 8)), BITS(3, 3, 0x10));
+#undef BITS
+#undef PLANE
 }
 
 // acc + VPMADDWD(a, b) (one VPDPWSSD where the build has AVX-VNNI).
@@ -561,58 +574,76 @@ ALWAYS_INLINE __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
 #endif
 }
 
+// Chunk c (sub-blocks 2c, 2c + 1) of super-block k for NT tokens (u: the
+// first token's record of k), in k4_rows8_avx2's integer sums and chains
+// (qh: Q5_K's on ggml's rows).
+ALWAYS_INLINE void k4_chunk8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int64_t k, int c,
+                                  const __m256i qh[8], const k_scales8 *ks, const uint8_t *u, size_t xs, int gemm,
+                                  __m256i I[], __m256i M[], __m256 s1[], __m256 s2[], const int NT) {
+    const int run = type == Q_Q5_K ? 4 : 8;
+    const int planes = type == Q_Q5_K && g8;  // Q5_K's x8 group: q5k_planes
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i raw[8];  // raw[v] lane r: dword v of row r's 32 qs bytes
+    if (!planes) k4_dwords8_avx2(type, rows, g8, k, c, raw);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const int s = 2 * c + h;
+        __m256i nib[8];
+        for (int v = 0; v < 8; v++) {
+            if (planes) {
+                nib[v] = q5k_planes8_avx2(k4_x8_block(type, g8, k), s, v);
+                continue;
+            }
+            nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
+            if (type == Q_Q5_K) nib[v] = _mm256_or_si256(nib[v], k4_bit4_avx2(qh[v], s));
+        }
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
+            for (int v0 = 0; v0 < 8; v0 += run) {
+                __m256i acc = _mm256_maddubs_epi16(nib[v0], _mm256_set1_epi32((int)load_u32(a + 4 * v0)));
+                for (int v = v0 + 1; v < v0 + run; v++)
+                    acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
+                I[t] = madd_acc(I[t], acc, ks->sc[s]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        M[t] = madd_acc(M[t], ks->mn[c], _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c)));
+    if (gemm || c == 3) {
+        for (int t = 0; t < NT; t++) {
+            const __m256 dx = _mm256_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
+            s1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[t]), _mm256_mul_ps(ks->d, dx), s1[t]);
+            s2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(ks->dmin, dx), s2[t]);
+            I[t] = M[t] = _mm256_setzero_si256();
+        }
+    }
+}
+
 // Q4_K and Q5_K, 8 rows in the lanes, each running dot_k4's float chain (as
 // k4_rows_n does with 16), for NT tokens; the rows are ggml's (rows[]) or an
-// x8 group (g8). Integer sums: per sub-block, the VPMADDUBSW results add up
+// x8 group (g8; Q5_K's as q5k_planes). Integer sums: per sub-block, the VPMADDUBSW results add up
 // in int16, 8 at a time for 4-bit weights, 4 for 5-bit ones (|sum| <= 8 * 2
 // * 15 * 128, 4 * 2 * 31 * 128 < 2^15), then VPMADDWD applies each row's
 // scale. y[t * ldy + r - lo] for rows r in [lo, hi) and NT tokens, in gemm
 // (per 64 elements) or gemv (per super-block) order.
 ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int lo, int hi, int64_t n,
                                  const uint8_t *x, size_t xs, int gemm, float *y, size_t ldy, const int NT) {
-    const int run = type == Q_Q5_K ? 4 : 8;
     __m256 s1[8], s2[8];
     __m256i I[8], M[8];
     for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm256_setzero_ps(), I[t] = M[t] = _mm256_setzero_si256();
-    const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t k = 0; k < n / 256; k++) {
         if (NT == 1 && g8)  // one token streams the group: ask for the bytes DECODE_AHEAD on
             decode_prefetch(k4_x8_block(type, g8, k), 8 * k4_block_bytes(type));
         k_scales8 ks;
         k4_scales8_avx2(type, rows, g8, k, &ks);
         const uint8_t *u = x + (size_t)k * K4_BYTES;
-        __m256i qh[8];  // Q5_K: qh[v] lane r = dword v of row r's qh
-        if (type == Q_Q5_K) k4_dwords8_avx2(type, rows, g8, k, -1, qh);
-        for (int c = 0; c < 4; c++) {
-            __m256i raw[8];  // raw[v] lane r: dword v of row r's 32 qs bytes
-            k4_dwords8_avx2(type, rows, g8, k, c, raw);
-            for (int h = 0; h < 2; h++) {
-                const int s = 2 * c + h;
-                __m256i nib[8];
-                for (int v = 0; v < 8; v++) {
-                    nib[v] = _mm256_and_si256(h ? _mm256_srli_epi16(raw[v], 4) : raw[v], m4);
-                    if (type == Q_Q5_K) nib[v] = _mm256_or_si256(nib[v], k4_bit4_avx2(qh[v], s));
-                }
-                for (int t = 0; t < NT; t++) {
-                    const uint8_t *a = u + (size_t)t * xs + k4_sub_off(s);  // dword v: elements 4v..4v+3
-                    for (int v0 = 0; v0 < 8; v0 += run) {
-                        __m256i acc = _mm256_maddubs_epi16(nib[v0], _mm256_set1_epi32((int)load_u32(a + 4 * v0)));
-                        for (int v = v0 + 1; v < v0 + run; v++)
-                            acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(nib[v], _mm256_set1_epi32((int)load_u32(a + 4 * v))));
-                        I[t] = madd_acc(I[t], acc, ks.sc[s]);
-                    }
-                }
-            }
-            for (int t = 0; t < NT; t++)
-                M[t] = madd_acc(M[t], ks.mn[c], _mm256_set1_epi32((int)load_u32(u + (size_t)t * xs + K4_PAIRS + 4 * c)));
-            if (gemm || c == 3) {
-                for (int t = 0; t < NT; t++) {
-                    const __m256 dx = _mm256_set1_ps(load_f32(u + (size_t)t * xs + K4_W));
-                    s1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[t]), _mm256_mul_ps(ks.d, dx), s1[t]);
-                    s2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(ks.dmin, dx), s2[t]);
-                    I[t] = M[t] = _mm256_setzero_si256();
-                }
-            }
+        __m256i qh[8];  // Q5_K's rows: qh[v] lane r = dword v of row r's qh
+        if (type == Q_Q5_K && !g8) k4_dwords8_avx2(type, rows, g8, k, -1, qh);
+        if (NT == 1 || (type == Q_Q5_K && g8 && NT < 8)) {  // each chunk's code of its own (its sub-blocks constants)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) k4_chunk8_avx2(type, rows, g8, k, c, qh, &ks, u, xs, gemm, I, M, s1, s2, NT);
+        } else {
+            for (int c = 0; c < 4; c++) k4_chunk8_avx2(type, rows, g8, k, c, qh, &ks, u, xs, gemm, I, M, s1, s2, NT);
         }
     }
     for (int t = 0; t < NT; t++) {

@@ -627,7 +627,7 @@ ALWAYS_INLINE void rows_load32(const uint8_t *const rows[16], size_t off, __m512
 }
 
 // The 16 rows that a K4 kernel reads side by side: ggml's rows (rows[r]),
-// or two x8 groups (quant_x8.c; g[0]'s rows in lanes 0-7, g[1]'s in 8-15).
+// or two Q4_K x8 groups (quant_x8.c; g[0]'s rows in lanes 0-7, g[1]'s in 8-15).
 typedef struct {
     const uint8_t *const *rows;
     const uint8_t *g[2];
@@ -882,7 +882,7 @@ ALWAYS_INLINE void k4_decode8(uint32_t type, const uint8_t *const rows[8], int n
     _mm512_mask_storeu_ps(y, (__mmask16)((1u << nvalid) - 1), out);
 }
 
-// Q4_K and Q5_K, one token against rows [lo, hi) of the x8 group at g8
+// Q4_K, one token against rows [lo, hi) of the x8 group at g8
 // (y[r - lo]), in k4_rows8_avx2's one-token chains: a 512-bit vector holds
 // qs dwords v, v + 1 (v even) of the 8 rows, so lanes 0-7 and 8-15 sum the
 // even and the odd dwords (≤ 8 products: within int16, as VPDPWSSD against
@@ -897,11 +897,9 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
     for (int64_t k = 0; k < n / 256; k++) {
         const uint8_t *blk = g8 + (size_t)k * 8 * bb, *u = x + (size_t)k * K4_BYTES;
         decode_prefetch(blk, 8 * bb);
-        __m512i sc[8], mnp[4], qh[4];
+        __m512i sc[8], mnp[4];
         __m512 dw, dmw;
         q4k_rows_scales(&src, bb, k, sc, mnp, &dw, &dmw);
-        if (type == Q_Q5_K)
-            for (int w = 0; w < 4; w++) qh[w] = load512(blk + 8 * K4_QH_OFF + 64 * w);
         __m512i I = _mm512_setzero_si512();
         __m256i M = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -913,7 +911,6 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
                 __m512i nib[4], X[4];
                 for (int w = 0; w < 4; w++) {
                     nib[w] = _mm512_and_si512(h ? _mm512_srli_epi16(raw[w], 4) : raw[w], m4);
-                    if (type == Q_Q5_K) nib[w] = add_bit4(nib[w], qh[w], _mm512_set1_epi8((char)(1 << s)));
                     X[w] = lanes2(xa, 2 * w, xa, 2 * w + 1);
                 }
                 const __m512i i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], X[0]), nib[1], X[1]);
@@ -1072,8 +1069,8 @@ void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, in
 
 void q_matmul_k_x8_avx512(uint32_t type, int64_t n, const uint8_t *w8, int lo, int nr, const uint8_t *x, size_t xs,
                           int nt, int ngemm, float *y, size_t ldy) {
-    if (type == Q_Q4_K) matmul_k4_x8_t(Q_Q4_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
-    else matmul_k4_x8_t(Q_Q5_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
+    (void)type;  // Q4_K (quant.c's x8_kernels)
+    matmul_k4_x8_t(Q_Q4_K, n, w8, lo, nr, x, xs, nt, ngemm, y, ldy);
 }
 
 #endif  // Q_AVX512

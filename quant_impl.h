@@ -470,6 +470,15 @@ void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, in
 // block starts at 8 times its offset there (the fields keep their order and
 // each takes 8 rows' bytes): X8_AT(block_q6_K, qh) = 8 * 128.
 #define X8_AT(T, field) (8 * offsetof(T, field))
+// Q5_K's block in an x8 group: d, dmin and scales as in block_q5_K, then the
+// row's 5-bit weights as five planes of 32 bytes, which take fewer
+// operations to take apart than qs and qh. Byte l of plane i holds element
+// l of sub-block i (i < 5) in bits 0-4; bits 5-7 of the planes hold
+// sub-blocks 5-7: v5 = p0 >> 5 | (p1 >> 5 & 3) << 3, v6 = p2 >> 5 |
+// (p3 >> 5 & 3) << 3, v7 = p4 >> 5 | (p1 >> 7) << 3 | (p3 >> 7) << 4
+// (quant_x8.c converts).
+typedef struct { fp16_t d, dmin; uint8_t scales[12]; uint8_t p[5][32]; } q5k_planes;
+_Static_assert(sizeof(q5k_planes) == sizeof(block_q5_K), "q5k_planes");
 // The AVX2 build's x8 kernels (quant_avx2.c):
 //   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
 //     w (out[8 t + r]: token t, row r), for the unit-kernel types of the layout;
@@ -490,7 +499,7 @@ void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int
 //     on as it goes (NULL: none);
 //   q_decode8_avx512[type] (Q4_0, Q8_0, Q6_K): for one token, as
 //     q_tiles8_avx2 (tn is 1);
-//   q_matmul_k_x8_avx512: as q_matmul_k_x8_avx2.
+//   q_matmul_k_x8_avx512: as q_matmul_k_x8_avx2, for Q4_K.
 typedef void (*tile16_fn)(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1,
                           const uint8_t *x, size_t xs, int tn, float *out);
 #if defined(Q_AVX512)

@@ -15,7 +15,9 @@
 //   [32, 128)   the scale bytes as 3 vectors of 8 dwords: vector i, dword r =
 //               the row's scales[4i .. 4i+3]
 //   [128, 1152) qs as 32 vectors: vector j, dword r = the row's qs[4j .. 4j+3]
-// Q5_K has qh as 8 such vectors before qs; Q4_0 (144 bytes) and Q8_0 (272)
+// Q5_K interleaves each row's block as q5k_planes (quant_impl.h): after the
+// scales its 5 planes as 40 vectors (plane i's dwords v at vector 8i + v);
+// Q4_0 (144 bytes) and Q8_0 (272)
 // d, then qs as 4 and 8 vectors; Q6_K (1680 bytes) ql as 32 vectors, qh as
 // 16, the 16 scales as runs of 8 bytes (run s, byte r: the row's
 // scales[s]), then d.
@@ -41,18 +43,20 @@ typedef struct {
 static int x8_fields(uint32_t type, const x8_field **f) {
     static const x8_field q4k[] = {X8_FIELD(block_q4_K, d, 2), X8_FIELD(block_q4_K, dmin, 2),
                                    X8_FIELD(block_q4_K, scales, 4), X8_FIELD(block_q4_K, qs, 4)};
-    static const x8_field q5k[] = {X8_FIELD(block_q5_K, d, 2), X8_FIELD(block_q5_K, dmin, 2), X8_FIELD(block_q5_K, scales, 4),
-                                   X8_FIELD(block_q5_K, qh, 4), X8_FIELD(block_q5_K, qs, 4)};
+    static const x8_field q5k[] = {X8_FIELD(q5k_planes, d, 2), X8_FIELD(q5k_planes, dmin, 2), X8_FIELD(q5k_planes, scales, 4),
+                                   X8_FIELD(q5k_planes, p, 4)};
     static const x8_field q6k[] = {X8_FIELD(block_q6_K, ql, 4), X8_FIELD(block_q6_K, qh, 4),
                                    X8_FIELD(block_q6_K, scales, 1), X8_FIELD(block_q6_K, d, 2)};
     static const x8_field q40[] = {X8_FIELD(block_q4_0, d, 2), X8_FIELD(block_q4_0, qs, 4)};
     static const x8_field q80[] = {X8_FIELD(block_q8_0, d, 2), X8_FIELD(block_q8_0, qs, 4)};
     switch (type) {
-    case Q_Q4_K: return *f = q4k, 4;
-    case Q_Q5_K: return *f = q5k, 5;
-    case Q_Q6_K: return *f = q6k, 4;
-    case Q_Q4_0: return *f = q40, 2;
-    case Q_Q8_0: return *f = q80, 2;
+#define FIELDS(a) return *f = (a), (int)(sizeof(a) / sizeof(a)[0])
+    case Q_Q4_K: FIELDS(q4k);
+    case Q_Q5_K: FIELDS(q5k);
+    case Q_Q6_K: FIELDS(q6k);
+    case Q_Q4_0: FIELDS(q40);
+    case Q_Q8_0: FIELDS(q80);
+#undef FIELDS
     default: return *f = NULL, 0;
     }
 }
@@ -79,12 +83,44 @@ int q_x8_wanted(uint32_t type) {
 #endif
 }
 
+// A Q5_K block as planes and back (q5k_value: element l of sub-block s).
+static void q5k_to_planes(const block_q5_K *b, q5k_planes *p) {
+    memcpy(p, b, offsetof(q5k_planes, p));  // d, dmin, scales
+    for (int l = 0; l < 32; l++) {
+        int v[8];
+        for (int s = 0; s < 8; s++) v[s] = (b->qs[32 * (s / 2) + l] >> (4 * (s % 2)) & 15) | (b->qh[l] >> s & 1) << 4;
+        p->p[0][l] = (uint8_t)(v[0] | (v[5] & 7) << 5);
+        p->p[1][l] = (uint8_t)(v[1] | (v[5] >> 3) << 5 | (v[7] >> 3 & 1) << 7);
+        p->p[2][l] = (uint8_t)(v[2] | (v[6] & 7) << 5);
+        p->p[3][l] = (uint8_t)(v[3] | (v[6] >> 3) << 5 | (v[7] >> 4) << 7);
+        p->p[4][l] = (uint8_t)(v[4] | (v[7] & 7) << 5);
+    }
+}
+
+static void q5k_from_planes(const q5k_planes *p, block_q5_K *b) {
+    memcpy(b, p, offsetof(q5k_planes, p));
+    for (int l = 0; l < 32; l++) {
+        int v[8];
+        for (int i = 0; i < 5; i++) v[i] = p->p[i][l] & 31;
+        v[5] = p->p[0][l] >> 5 | (p->p[1][l] >> 5 & 3) << 3;
+        v[6] = p->p[2][l] >> 5 | (p->p[3][l] >> 5 & 3) << 3;
+        v[7] = p->p[4][l] >> 5 | (p->p[1][l] >> 7) << 3 | (p->p[3][l] >> 7) << 4;
+        int h = 0;
+        for (int s = 0; s < 8; s++) h |= (v[s] >> 4) << s;
+        b->qh[l] = (uint8_t)h;
+        for (int c = 0; c < 4; c++) b->qs[32 * c + l] = (uint8_t)((v[2 * c] & 15) | (v[2 * c + 1] & 15) << 4);
+    }
+}
+
 // Row r's block (ggml's layout) out of the group's block g.
 static void x8_block(uint32_t type, const uint8_t *g, int r, uint8_t *b) {
     const x8_field *f;
     const int nf = x8_fields(type, &f);
+    q5k_planes p;
+    uint8_t *to = type == Q_Q5_K ? (uint8_t *)&p : b;
     for (int j = 0; j < nf; j++)
-        for (int i = 0; i < f[j].len; i += f[j].w) memcpy(b + f[j].off + i, g + 8 * (f[j].off + i) + f[j].w * r, f[j].w);
+        for (int i = 0; i < f[j].len; i += f[j].w) memcpy(to + f[j].off + i, g + 8 * (f[j].off + i) + f[j].w * r, f[j].w);
+    if (type == Q_Q5_K) q5k_from_planes(&p, (block_q5_K *)b);
 }
 
 #if defined(__AVX2__)
@@ -122,7 +158,7 @@ ALWAYS_INLINE void x8_units(uint8_t *const row[8], size_t at, uint8_t *g, int pa
 
 // Block k of 8 rows (row[r]: ggml's rows; at: the block's offset) and the
 // group's block k at g, copied into the group (pack) or out of it.
-ALWAYS_INLINE void x8_group_block(const x8_field *f, int nf, size_t at, uint8_t *const row[8], uint8_t *g, int pack) {
+static void x8_group_block(const x8_field *f, int nf, size_t at, uint8_t *const row[8], uint8_t *g, int pack) {
     for (int j = 0; j < nf; j++) {
         int i = 0;
 #if defined(__AVX2__)
@@ -149,7 +185,18 @@ static void x8_group(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *
     const x8_field *f;
     const int nf = x8_fields(type, &f);
     const size_t bb = (size_t)f[nf - 1].off + f[nf - 1].len;  // the fields cover the block
-    for (int64_t k = 0; k < nb; k++, g += 8 * bb) x8_group_block(f, nf, (size_t)k * bb, row, g, pack);
+    for (int64_t k = 0; k < nb; k++, g += 8 * bb) {
+        if (type != Q_Q5_K) {
+            x8_group_block(f, nf, (size_t)k * bb, row, g, pack);
+            continue;
+        }
+        q5k_planes p[8];  // Q5_K: the rows' blocks as planes
+        uint8_t *const prow[8] = {(uint8_t *)&p[0], (uint8_t *)&p[1], (uint8_t *)&p[2], (uint8_t *)&p[3],
+                                  (uint8_t *)&p[4], (uint8_t *)&p[5], (uint8_t *)&p[6], (uint8_t *)&p[7]};
+        for (int r = 0; pack && r < 8; r++) q5k_to_planes((const block_q5_K *)(row[r] + (size_t)k * bb), &p[r]);
+        x8_group_block(f, nf, 0, prow, g, pack);
+        for (int r = 0; !pack && r < 8; r++) q5k_from_planes(&p[r], (block_q5_K *)(row[r] + (size_t)k * bb));
+    }
 }
 
 void q_x8_pack(uint32_t type, int64_t cols, int64_t rows, int64_t g0, int64_t g1, const void *src, void *dst) {
