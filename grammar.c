@@ -282,12 +282,20 @@ static int apply_repeat(parser *p, int rule, evec *v, int from, long min, long m
     return rc ? -1 : 0;
 }
 
-static int parse_postfix(parser *p, int rule, evec *v, int from) {
+static int is_star_plus_q(char c) { return c == '*' || c == '+' || c == '?'; }
+
+static int parse_postfix(parser *p, int rule, evec *v, int from, int depth) {
     char c = *p->s;
     long min = 0, max = 0;
-    if (c == '*' || c == '+' || c == '?') {
+    if (is_star_plus_q(c)) {
         p->s++;
         min = c == '+', max = c == '?' ? 1 : -1;
+        // x??, x+*, ...: one repetition of the same strings (nested, each level
+        // doubled the ways the matcher follows through them)
+        for (skip_space(p, depth > 0); p->s < p->end && is_star_plus_q(*p->s); skip_space(p, depth > 0)) {
+            c = *p->s++;
+            min = min && c == '+', max = max == 1 && c == '?' ? 1 : -1;
+        }
     } else {  // {m}, {m,}, {m,n}
         const char *at = p->s++;
         skip_space(p, 1);
@@ -348,8 +356,8 @@ static int parse_sequence(parser *p, int rule, evec *v, int depth) {
         int from = v->n;
         if (parse_symbol(p, rule, v, depth)) return -1;
         skip_space(p, depth > 0);
-        while (p->s < p->end && (*p->s == '*' || *p->s == '+' || *p->s == '?' || *p->s == '{')) {
-            if (parse_postfix(p, rule, v, from)) return -1;
+        while (p->s < p->end && (is_star_plus_q(*p->s) || *p->s == '{')) {
+            if (parse_postfix(p, rule, v, from, depth)) return -1;
             // a second postfix repeats the whole repetition before it: x{2}{3} is x six times
             skip_space(p, depth > 0);
         }

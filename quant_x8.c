@@ -83,12 +83,12 @@ int q_x8_wanted(uint32_t type) {
 #endif
 }
 
-// A Q5_K block as planes and back (q5k_value: element l of sub-block s).
+// A Q5_K block as planes and back (v[s]: element l of sub-block s).
 static void q5k_to_planes(const block_q5_K *b, q5k_planes *p) {
     memcpy(p, b, offsetof(q5k_planes, p));  // d, dmin, scales
     for (int l = 0; l < 32; l++) {
         int v[8];
-        for (int s = 0; s < 8; s++) v[s] = (b->qs[32 * (s / 2) + l] >> (4 * (s % 2)) & 15) | (b->qh[l] >> s & 1) << 4;
+        for (int s = 0; s < 8; s++) v[s] = q5k_value(b, 32 * s + l);
         p->p[0][l] = (uint8_t)(v[0] | (v[5] & 7) << 5);
         p->p[1][l] = (uint8_t)(v[1] | (v[5] >> 3) << 5 | (v[7] >> 3 & 1) << 7);
         p->p[2][l] = (uint8_t)(v[2] | (v[6] & 7) << 5);

@@ -106,6 +106,12 @@ static void test_syntax(void) {
         expect(g, "1x2", 1), expect(g, "12", 0), expect(g, "1234", 0);
         grammar_free(g);
     }
+    // stacked *, + and ? fold into one repetition of the same strings
+    g = parse("root ::= \"a\"?? \"b\"+ * \"c\"?+ \"d\"+++\n");
+    if (g) {
+        expect(g, "d", 1), expect(g, "abbcccdd", 1), expect(g, "aad", 0), expect(g, "abc", 0);
+        grammar_free(g);
+    }
     // a code point split in its bytes: a partial character only survives
     // where some completion can match
     g = parse("root ::= [\\u0400-\\u04ff]+");
