@@ -621,10 +621,10 @@ ALWAYS_INLINE void k4_chunk8_avx2(uint32_t type, const uint8_t *const rows[8], c
 
 // Q4_K and Q5_K, 8 rows in the lanes, each running dot_k4's float chain (as
 // k4_rows_n does with 16), for NT tokens; the rows are ggml's (rows[]) or an
-// x8 group (g8; Q5_K's as q5k_planes). Integer sums: per sub-block, the VPMADDUBSW results add up
-// in int16, 8 at a time for 4-bit weights, 4 for 5-bit ones (|sum| <= 8 * 2
-// * 15 * 128, 4 * 2 * 31 * 128 < 2^15), then VPMADDWD applies each row's
-// scale. y[t * ldy + r - lo] for rows r in [lo, hi) and NT tokens, in gemm
+// x8 group (g8; Q5_K's as q5k_planes). Integer sums: per sub-block, the
+// VPMADDUBSW results add up in int16, 8 at a time for 4-bit weights, 4 for
+// 5-bit ones (|sum| <= 8 * 2 * 15 * 128, 4 * 2 * 31 * 128 < 2^15), then
+// VPMADDWD applies each row's scale. y[t * ldy + r - lo] for rows r in [lo, hi) and NT tokens, in gemm
 // (per 64 elements) or gemv (per super-block) order.
 ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], const uint8_t *g8, int lo, int hi, int64_t n,
                                  const uint8_t *x, size_t xs, int gemm, float *y, size_t ldy, const int NT) {
