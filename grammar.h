@@ -80,9 +80,12 @@ typedef struct {
     uint32_t *w;
     size_t n, cap;
 } gbuf;
+typedef struct gseen gseen;
 typedef struct {
     gbuf work, tmp;
-    long spent, limit;  // work units (expansions, stack comparisons) so far and the most allowed (0: no limit)
+    long spent, limit;  // work units (words of stacks copied, hashed or compared) so far, the most allowed (0: none)
+    gseen *seen;        // the stacks of the state being built, by hash (grammar_match.c)
+    uint32_t gen;       // seen's entries of that state: those of this generation
 } gscratch;
 void gscratch_free(gscratch *sc);
 
@@ -95,6 +98,9 @@ int gstate_start(const grammar *g, gstate *s, gscratch *sc, char *err);
 // survives, 0 when the grammar rejects the byte, -1 on an error (err: out of
 // memory, a grammar too ambiguous to follow).
 int gstate_byte(const grammar *g, const gstate *src, uint8_t b, gstate *dst, gscratch *sc, char *err);
+// 1 when byte b may follow src: gstate_byte's answer without building the
+// state (nor its errors), in time linear in the stacks.
+int gstate_takes(const grammar *g, const gstate *src, uint8_t b);
 // 1 when the text so far may end here (a complete parse, no partial character).
 int gstate_can_end(const gstate *s);
 // 1 when it must end here: a complete parse and nothing could follow.
@@ -110,6 +116,9 @@ int32_t gdfa_intern(gdfa *d, const gstate *s, char *err);
 // The state after byte b from state sid: its id, -1 when the byte is
 // rejected, -2 on an error (err).
 int32_t gdfa_step(gdfa *d, int32_t sid, uint8_t b, gscratch *sc, char *err);
+// 1 when byte b may follow state sid, 0 when not (gstate_takes, memoized),
+// -1 out of memory (err).
+int gdfa_takes(gdfa *d, int32_t sid, uint8_t b, char *err);
 // Empties the tables once they pass their bound (ids are then invalid).
 void gdfa_trim(gdfa *d);
 // The canonical key of s into k: [part, part_left | part_len << 8, n_stacks,

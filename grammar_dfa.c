@@ -29,7 +29,7 @@ struct gdfa {
     uint64_t *tkey;      // [n_trans] sid << 8 | byte, UINT64_MAX empty
     int32_t *tval;       // [n_trans] the next state, -1: the byte is rejected
     int n_trans, used_trans;
-    gstate view, next;   // a key seen as a state; a transition's result
+    gstate next;         // a transition's result
     gbuf key;            // scratch key
     uint32_t **order;    // scratch: stacks to sort
     int order_cap;
@@ -164,25 +164,78 @@ static int grow_trans(gdfa *d) {
     return 0;
 }
 
-int32_t gdfa_step(gdfa *d, int32_t sid, uint8_t b, gscratch *sc, char *err) {
-    const uint64_t key = (uint64_t)sid << 8 | b;
-    if (d->n_trans) {
-        size_t j = (key * 0x9e3779b97f4a7c15ull >> 20) & (size_t)(d->n_trans - 1);
-        for (; d->tkey[j] != UINT64_MAX; j = (j + 1) & (size_t)(d->n_trans - 1))
-            if (d->tkey[j] == key) return d->tval[j];
-    }
-    // a miss: the matcher proper, from the key seen as a state
+#define T_TAKEN (-3)  // a transition's value: the byte is taken, the state it leads to not built yet
+
+// The slot of transition key: where it is, or the empty one where it would go.
+static size_t trans_slot(const gdfa *d, uint64_t key) {
+    size_t j = (key * 0x9e3779b97f4a7c15ull >> 20) & (size_t)(d->n_trans - 1);
+    while (d->tkey[j] != UINT64_MAX && d->tkey[j] != key) j = (j + 1) & (size_t)(d->n_trans - 1);
+    return j;
+}
+
+// The value of transition key, or -4 when not recorded.
+static int32_t trans_get(const gdfa *d, uint64_t key) {
+    if (!d->n_trans) return -4;
+    const size_t j = trans_slot(d, key);
+    return d->tkey[j] == key ? d->tval[j] : -4;
+}
+
+// Records transition key's value; 0 or -1 out of memory.
+static int trans_put(gdfa *d, uint64_t key, int32_t val) {
+    if (2 * (d->used_trans + 1) > d->n_trans && grow_trans(d)) return -1;
+    const size_t j = trans_slot(d, key);
+    if (d->tkey[j] != key) d->tkey[j] = key, d->used_trans++;
+    d->tval[j] = val;
+    return 0;
+}
+
+// State sid as a gstate that reads its key (valid until the next intern).
+static gstate state_view(const gdfa *d, int32_t sid) {
     const uint32_t *k = d->keys.w + d->off[sid];
     const size_t len = (sid + 1 < d->n ? d->off[sid + 1] : d->keys.n) - d->off[sid];
-    d->view = (gstate){.w = (uint32_t *)k + 3, .n = len - 3, .cap = len - 3, .n_stacks = (int)k[2], .part = k[0],
-                       .part_left = (int)(k[1] & 0xff), .part_len = (int)(k[1] >> 8)};
-    int r = gstate_byte(d->g, &d->view, b, &d->next, sc, err);
-    if (r < 0) return -2;
-    int32_t to = -1;
-    if (r > 0 && (to = gdfa_intern(d, &d->next, err)) < 0) return -2;
-    if (2 * (d->used_trans + 1) > d->n_trans && grow_trans(d)) return errf(err, "out of memory"), -2;
-    size_t j = (key * 0x9e3779b97f4a7c15ull >> 20) & (size_t)(d->n_trans - 1);
-    while (d->tkey[j] != UINT64_MAX) j = (j + 1) & (size_t)(d->n_trans - 1);
-    d->tkey[j] = key, d->tval[j] = to, d->used_trans++;
+    return (gstate){.w = (uint32_t *)k + 3, .n = len - 3, .cap = len - 3, .n_stacks = (int)k[2], .part = k[0],
+                    .part_left = (int)(k[1] & 0xff), .part_len = (int)(k[1] >> 8)};
+}
+
+// The smallest byte that every stack's top of s takes or refuses as it does
+// ASCII byte b: the same stacks advance, so the two lead to the same state.
+static uint8_t same_as(const grammar *g, const gstate *s, uint8_t b) {
+    uint64_t m[2] = {~0ull, ~0ull};
+    for (size_t i = 0; i < s->n; i += 1 + s->w[i]) {
+        if (!s->w[i]) continue;
+        const uint64_t *a = g->cs[g->e[s->w[i + s->w[i]]].val].ascii;
+        const int in = (int)(a[b >> 6] >> (b & 63) & 1);
+        m[0] &= in ? a[0] : ~a[0], m[1] &= in ? a[1] : ~a[1];
+    }
+    return m[0] ? (uint8_t)__builtin_ctzll(m[0]) : (uint8_t)(64 + __builtin_ctzll(m[1]));
+}
+
+int32_t gdfa_step(gdfa *d, int32_t sid, uint8_t b, gscratch *sc, char *err) {
+    const uint64_t key = (uint64_t)sid << 8 | b;
+    int32_t to = trans_get(d, key);
+    if (to >= -1) return to;
+    // a miss: the matcher proper, from the key seen as a state (or the step
+    // of a byte it treats alike, when an earlier one)
+    const gstate view = state_view(d, sid);
+    const uint8_t rep = b < 0x80 && !view.part_left ? same_as(d->g, &view, b) : b;
+    if (rep != b) {
+        if ((to = gdfa_step(d, sid, rep, sc, err)) == -2) return -2;
+    } else {
+        const int r = gstate_byte(d->g, &view, b, &d->next, sc, err);
+        if (r < 0) return -2;
+        to = -1;
+        if (r > 0 && (to = gdfa_intern(d, &d->next, err)) < 0) return -2;
+    }
+    if (trans_put(d, key, to)) return errf(err, "out of memory"), -2;
     return to;
+}
+
+int gdfa_takes(gdfa *d, int32_t sid, uint8_t b, char *err) {
+    const uint64_t key = (uint64_t)sid << 8 | b;
+    const int32_t to = trans_get(d, key);
+    if (to != -4) return to != -1;
+    const gstate view = state_view(d, sid);
+    const int t = gstate_takes(d->g, &view, b);
+    if (trans_put(d, key, t ? T_TAKEN : -1)) return errf(err, "out of memory");
+    return t;
 }

@@ -6,7 +6,9 @@
 // position after the reference stays below, as the return address) until
 // every top is a character set or the stack is empty. Without left recursion
 // (grammar.c refuses it) that ends; ambiguous grammars can still multiply the
-// stacks, so their number, depth and the work per step are bounded.
+// stacks, so their number, depth and the work per step are bounded. The work
+// is counted in words of stacks copied, hashed and compared (gscratch.spent),
+// which is what its time follows: a state is built in time linear in its size.
 #include "grammar.h"
 
 #include <stdlib.h>
@@ -17,7 +19,11 @@
 #define G_MAX_DEPTH_STACK 2048  // positions in one stack
 #define G_MAX_STACKS 1024       // stacks in one state
 #define G_MAX_WORK 100000       // expansion steps for one character
+#define G_SEEN (4 * G_MAX_STACKS) // gscratch.seen's slots: a power of two, never over a quarter full
 
+struct gseen {
+    uint32_t gen, hash, off;  // the state's generation; the stack's hash; where it starts in the state's words
+};
 typedef gbuf u32buf;
 
 static int buf_reserve(u32buf *b, size_t extra) {
@@ -55,7 +61,7 @@ static void state_clear(gstate *s) {
     s->n = 0, s->n_stacks = 0, s->part = 0, s->part_left = 0, s->part_len = 0;
 }
 
-// Counts k units of work against sc's limit: -1 (with err) past it, so that
+// Counts k words of work against sc's limit: -1 (with err) past it, so that
 // a hostile grammar costs a bounded time per step.
 static int spend(gscratch *sc, long k, char *err) {
     sc->spent += k;
@@ -64,14 +70,39 @@ static int spend(gscratch *sc, long k, char *err) {
     return 0;
 }
 
-// Adds stack st[0..len) unless the state has it already.
+// Empties s to build a new state in it: sc->seen forgets the stacks of the
+// last one (its entries are of an older generation).
+static int state_begin(gstate *s, gscratch *sc, char *err) {
+    state_clear(s);
+    if (!sc->seen && !(sc->seen = calloc(G_SEEN, sizeof *sc->seen))) return errf(err, "out of memory");
+    if (++sc->gen == 0) {  // wrapped: no entry may look current
+        memset(sc->seen, 0, G_SEEN * sizeof *sc->seen);
+        sc->gen = 1;
+    }
+    return 0;
+}
+
+static uint32_t hash_stack(const uint32_t *st, uint32_t len) {
+    uint32_t h = 2166136261u ^ len;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ st[i]) * 16777619u;
+    return h ^ h >> 15;
+}
+
+// Adds stack st[0..len) unless the state (begun by state_begin) has it already.
 static int add_stack(gstate *s, const uint32_t *st, uint32_t len, gscratch *sc, char *err) {
-    if (spend(sc, s->n_stacks + 1, err)) return -1;
-    for (size_t i = 0; i < s->n; i += 1 + s->w[i])
-        if (s->w[i] == len && (!len || !memcmp(s->w + i + 1, st, len * sizeof *st))) return 0;
+    if (spend(sc, len + 1, err)) return -1;
+    const uint32_t h = hash_stack(st, len);
+    size_t j = h & (G_SEEN - 1);
+    for (; sc->seen[j].gen == sc->gen; j = (j + 1) & (G_SEEN - 1)) {
+        const uint32_t *o = s->w + sc->seen[j].off;
+        if (sc->seen[j].hash != h || o[0] != len) continue;
+        if (spend(sc, len, err)) return -1;
+        if (!memcmp(o + 1, st, len * sizeof *st)) return 0;
+    }
     if (s->n_stacks >= G_MAX_STACKS)
         return errf(err, "the grammar is too ambiguous to follow (more than %d parses at once)", G_MAX_STACKS);
     if (state_reserve(s, len + 1)) return errf(err, "out of memory");
+    sc->seen[j] = (gseen){sc->gen, h, (uint32_t)s->n};
     s->w[s->n++] = len;
     if (len) memcpy(s->w + s->n, st, len * sizeof *st);
     s->n += len;
@@ -84,10 +115,12 @@ static int at_alt_end(const grammar *g, uint32_t pos) {
 }
 
 // Pushes stack base[0..len) plus `top` (when top != UINT32_MAX) onto the work
-// list, whose entries are [positions..., len].
-static int work_push(u32buf *work, const uint32_t *base, uint32_t len, uint32_t top, char *err) {
+// list sc->work, whose entries are [positions..., len].
+static int work_push(gscratch *sc, const uint32_t *base, uint32_t len, uint32_t top, char *err) {
+    u32buf *work = &sc->work;
     uint32_t n = len + (top != UINT32_MAX);
     if (n > G_MAX_DEPTH_STACK) return errf(err, "the grammar nests deeper than %d rules", G_MAX_DEPTH_STACK);
+    if (spend(sc, n + 1, err)) return -1;
     if (buf_reserve(work, n + 1)) return errf(err, "out of memory");
     if (len) memmove(work->w + work->n, base, len * sizeof *base);
     if (top != UINT32_MAX) work->w[work->n + len] = top;
@@ -108,9 +141,10 @@ static int expand(const grammar *g, gscratch *sc, gstate *dst, char *err) {
             if (add_stack(dst, st, len, sc, err)) return -1;
             continue;
         }
-        if (++steps > G_MAX_WORK || spend(sc, 1, err))
+        if (++steps > G_MAX_WORK)
             return errf(err, "the grammar is too ambiguous to follow (more than %d expansions for one character)",
                         G_MAX_WORK);
+        if (spend(sc, len, err)) return -1;
         // top: a reference; below it the return address (when the alternative goes on)
         const uint32_t ref = st[len - 1], rule = g->e[ref].val;
         tmp->n = 0;
@@ -120,7 +154,7 @@ static int expand(const grammar *g, gscratch *sc, gstate *dst, char *err) {
         if (!at_alt_end(g, ref + 1)) tmp->w[tmp->n++] = ref + 1;
         work->n -= len + 1;
         for (uint32_t a = g->rule_start[rule];;) {
-            if (work_push(work, tmp->w, (uint32_t)tmp->n, at_alt_end(g, a) ? UINT32_MAX : a, err)) return -1;
+            if (work_push(sc, tmp->w, (uint32_t)tmp->n, at_alt_end(g, a) ? UINT32_MAX : a, err)) return -1;
             while (!at_alt_end(g, a)) a++;
             if (g->e[a].type == G_END) break;
             a++;
@@ -130,20 +164,19 @@ static int expand(const grammar *g, gscratch *sc, gstate *dst, char *err) {
 }
 
 void gscratch_free(gscratch *sc) {
-    free(sc->work.w), free(sc->tmp.w);
+    free(sc->work.w), free(sc->tmp.w), free(sc->seen);
     *sc = (gscratch){0};
 }
 
 static int start_or_advance(const grammar *g, const gstate *src, uint32_t cp, int start, gstate *dst,
                             gscratch *sc, char *err) {
-    int rc = 0;
     sc->work.n = 0;
-    state_clear(dst);
+    int rc = state_begin(dst, sc, err);
     if (start) {
         uint32_t pos = g->rule_start[g->root];
         // the root rule as a reference: expand a one-element stack pointing at each alternative
         for (uint32_t a = pos; !rc;) {
-            rc = work_push(&sc->work, NULL, 0, at_alt_end(g, a) ? UINT32_MAX : a, err);
+            rc = work_push(sc, NULL, 0, at_alt_end(g, a) ? UINT32_MAX : a, err);
             while (!at_alt_end(g, a)) a++;
             if (g->e[a].type == G_END) break;
             a++;
@@ -155,7 +188,7 @@ static int start_or_advance(const grammar *g, const gstate *src, uint32_t cp, in
             if (len == 0) continue;
             const uint32_t top = st[len - 1];
             if (!gcharset_has(&g->cs[g->e[top].val], cp)) continue;
-            rc = work_push(&sc->work, st, len - 1, at_alt_end(g, top + 1) ? UINT32_MAX : top + 1, err);
+            rc = work_push(sc, st, len - 1, at_alt_end(g, top + 1) ? UINT32_MAX : top + 1, err);
             if (!rc) rc = expand(g, sc, dst, err);
         }
     }
@@ -195,39 +228,67 @@ static int utf8_ok(uint32_t cp, int len) {
     return cp >= utf8_min(len) && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
 }
 
-// dst = the stacks of src whose top can match a character in [lo, hi], the
-// completions of the partial character (part, left more bytes, len in all)
-// that are valid UTF-8.
-static int keep_partial(const grammar *g, const gstate *src, uint32_t part, int left, int len, gstate *dst,
-                        gscratch *sc, char *err) {
-    uint32_t lo = part << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
-    state_clear(dst);
-    if (lo < utf8_min(len)) lo = utf8_min(len);
-    if (hi > 0x10ffff) hi = 0x10ffff;
-    if (lo >= 0xd800 && hi <= 0xdfff) return 0;  // surrogates only
-    if (lo > hi) return 0;
-    for (size_t i = 0; i < src->n; i += 1 + src->w[i]) {
-        const uint32_t len = src->w[i], *st = src->w + i + 1;
-        if (len && charset_meets(&g->cs[g->e[st[len - 1]].val], lo, hi) && add_stack(dst, st, len, sc, err)) return -1;
+// What a byte makes of the character under way: a whole code point (cp), or
+// a partial one (part so far, left more bytes, len in all) whose valid UTF-8
+// completions lie in [lo, hi].
+typedef struct {
+    uint32_t cp, part, lo, hi;
+    int left, len;
+} gchar;
+
+// Byte b after src's partial character (if any): 1 a whole character, 2 a
+// partial one, 0 never valid UTF-8.
+static int next_char(const gstate *src, uint8_t b, gchar *c) {
+    *c = (gchar){0};
+    if (src->part_left == 0) {
+        if (b < 0x80) return c->cp = b, 1;
+        c->left = b >> 5 == 6 ? 1 : b >> 4 == 14 ? 2 : b >> 3 == 30 ? 3 : 0;
+        if (!c->left) return 0;  // a continuation byte or 0xF8..: never UTF-8
+        c->part = b & (0x3fu >> c->left), c->len = c->left + 1;
+    } else {
+        if ((b & 0xc0) != 0x80) return 0;
+        c->part = src->part << 6 | (b & 0x3f);
+        if (src->part_left == 1) return utf8_ok(c->part, src->part_len) ? (c->cp = c->part, 1) : 0;
+        c->left = src->part_left - 1, c->len = src->part_len;
     }
-    dst->part = part, dst->part_left = left, dst->part_len = len;
-    return dst->n_stacks > 0;
+    c->lo = c->part << (6 * c->left), c->hi = c->lo | ((1u << (6 * c->left)) - 1);
+    if (c->lo < utf8_min(c->len)) c->lo = utf8_min(c->len);
+    if (c->hi > 0x10ffff) c->hi = 0x10ffff;
+    if (c->lo >= 0xd800 && c->hi <= 0xdfff) return 0;  // surrogates only
+    return c->lo <= c->hi ? 2 : 0;
+}
+
+// 1 when the top of stack st[0..len) takes character c (or, partial, some completion of it).
+static int top_takes(const grammar *g, const uint32_t *st, uint32_t len, int kind, const gchar *c) {
+    if (!len) return 0;
+    const gcharset *cs = &g->cs[g->e[st[len - 1]].val];
+    return kind == 1 ? gcharset_has(cs, c->cp) : charset_meets(cs, c->lo, c->hi);
 }
 
 int gstate_byte(const grammar *g, const gstate *src, uint8_t b, gstate *dst, gscratch *sc, char *err) {
-    if (src->part_left == 0) {
-        if (b < 0x80) return start_or_advance(g, src, b, 0, dst, sc, err);
-        int left = b >> 5 == 6 ? 1 : b >> 4 == 14 ? 2 : b >> 3 == 30 ? 3 : 0;
-        if (!left) return state_clear(dst), 0;  // a continuation byte or 0xF8..: never UTF-8
-        return keep_partial(g, src, b & (0x3fu >> left), left, left + 1, dst, sc, err);
+    gchar c;
+    const int kind = next_char(src, b, &c);
+    if (kind == 0) return state_clear(dst), 0;
+    if (kind == 1) {
+        gstate whole = *src;
+        whole.part = 0, whole.part_left = 0;
+        return start_or_advance(g, &whole, c.cp, 0, dst, sc, err);
     }
-    if ((b & 0xc0) != 0x80) return state_clear(dst), 0;
-    const uint32_t part = src->part << 6 | (b & 0x3f);
-    if (src->part_left > 1) return keep_partial(g, src, part, src->part_left - 1, src->part_len, dst, sc, err);
-    if (!utf8_ok(part, src->part_len)) return state_clear(dst), 0;
-    gstate whole = *src;
-    whole.part = 0, whole.part_left = 0;
-    return start_or_advance(g, &whole, part, 0, dst, sc, err);
+    // partial: the stacks whose top can take one of its completions
+    if (state_begin(dst, sc, err)) return -1;
+    for (size_t i = 0; i < src->n; i += 1 + src->w[i])
+        if (top_takes(g, src->w + i + 1, src->w[i], 2, &c) && add_stack(dst, src->w + i + 1, src->w[i], sc, err))
+            return -1;
+    dst->part = c.part, dst->part_left = c.left, dst->part_len = c.len;
+    return dst->n_stacks > 0;
+}
+
+int gstate_takes(const grammar *g, const gstate *src, uint8_t b) {
+    gchar c;
+    const int kind = next_char(src, b, &c);
+    for (size_t i = 0; kind && i < src->n; i += 1 + src->w[i])
+        if (top_takes(g, src->w + i + 1, src->w[i], kind, &c)) return 1;
+    return 0;
 }
 
 int gstate_can_end(const gstate *s) {

@@ -11,7 +11,9 @@
 //
 // SentencePiece drops a token's leading space after BOS and control tokens
 // (tok_decode's `prev`): the trie holds the bytes with the space, and a walk
-// after such a token enters the subtree under ' ' without consuming it.
+// after such a token enters the subtree under ' ' without consuming it. The
+// few tokens that keep their space there (the byte token <0x20>, added
+// tokens) are then checked one by one.
 #include "grammar.h"
 
 #include <math.h>
@@ -22,10 +24,11 @@
 #include "util.h"
 
 #define GC_CACHE 64  // cached masks per generation
-// Work bounds (gscratch units: an expansion or a stack compared) for one mask
-// and for one token: real grammars stay far below (a JSON schema's mask over
-// 128k tokens: about 2M); a hostile, highly ambiguous one gets an error.
-#define GC_MASK_WORK 100000000L
+// Work bounds (gscratch units: words of stacks copied, hashed or compared) for
+// one mask and for one token: real grammars stay far below (a JSON schema's
+// first mask over 128k tokens: about 150k); a hostile, highly ambiguous one
+// gets an error after ~10-20 ms.
+#define GC_MASK_WORK 16000000L
 #define GC_TOKEN_WORK 4000000L
 
 typedef struct {
@@ -45,6 +48,8 @@ struct gvocab {
     uint32_t *off, *len;     // [n_vocab] each token's bytes in `bytes`
     int32_t *eog;            // end-of-generation ids
     int n_eog;
+    int32_t *keep;           // tokens that start with ' ' and keep it where others drop theirs
+    int n_keep;
     int32_t space_tok;       // a token decoding to ' ' + more, for the leading-space rule (-1: none)
     int space_len;           // its length with the space
     int max_len;             // longest token in bytes
@@ -159,6 +164,12 @@ int gvocab_new(gvocab **out, const tokenizer *tok, char *err) {
     for (int32_t id = 0; id < v->n_vocab; id++) {
         if (tok_is_eog(tok, id)) v->eog[v->n_eog++] = id;
         else if (v->len[id] > 0) v->ids[n++] = id;  // tokens with no text are never allowed
+        if (v->space_tok >= 0 && v->len[id] > 0 && v->bytes[v->off[id]] == ' ' &&
+            tok_decode(tok, -1, id, v->piece, (size_t)v->max_len + 1) == (int)v->len[id]) {
+            int32_t *k = realloc(v->keep, (size_t)(v->n_keep + 1) * sizeof *k);
+            if (!k) return gvocab_free(v), errf(err, "out of memory");
+            v->keep = k, v->keep[v->n_keep++] = id;
+        }
     }
     qsort_r(v->ids, (size_t)n, sizeof *v->ids, cmp_tok, v);
     if (new_nodes(v, 1) < 0 || build(v, 0, 0, (uint32_t)n, 0)) return gvocab_free(v), errf(err, "out of memory");
@@ -171,6 +182,7 @@ int gvocab_new(gvocab **out, const tokenizer *tok, char *err) {
 void gvocab_free(gvocab *v) {
     if (!v) return;
     free(v->nodes), free(v->ids), free(v->bytes), free(v->off), free(v->len), free(v->eog), free(v->piece);
+    free(v->keep);
     free(v);
 }
 
@@ -237,8 +249,14 @@ static int walk(gconstraint *c, const tnode *n, int32_t sid) {
     const gvocab *v = c->v;
     for (uint32_t k = 0; k < n->n_child; k++) {
         const tnode *ch = &v->nodes[n->child + k];
-        const int32_t to = gdfa_step(c->dfa, sid, ch->byte, &c->sc, c->err);
-        if (to == -2) return -1;
+        int32_t to;
+        if (ch->n_child) {
+            if ((to = gdfa_step(c->dfa, sid, ch->byte, &c->sc, c->err)) == -2) return -1;
+        } else {  // a leaf: whether its byte is taken, not the state after it
+            const int t = gdfa_takes(c->dfa, sid, ch->byte, c->err);
+            if (t < 0) return -1;
+            to = t ? sid : -1;
+        }
         if (to < 0) continue;
         for (uint32_t t = ch->tok_lo; t < ch->tok_hi; t++) c->mask[v->ids[t] >> 6] |= 1ull << (v->ids[t] & 63);
         if (ch->n_child && walk(c, ch, to)) return -1;
@@ -321,6 +339,8 @@ static void cache_put(gconstraint *c, uint64_t hash, int n_allowed) {
     memcpy(e->mask, c->mask, (size_t)c->words * sizeof *e->mask);
 }
 
+static int run_token(gconstraint *c, int32_t prev, int32_t id, char *err);
+
 static int popcount_mask(const uint64_t *m, int words) {
     int n = 0;
     for (int i = 0; i < words; i++) n += __builtin_popcountll(m[i]);
@@ -342,6 +362,13 @@ int gcon_mask(gconstraint *c, int32_t prev, const uint64_t **mask, char *err) {
         c->err = err;
         c->sc.spent = 0, c->sc.limit = GC_MASK_WORK;
         if (walk_all(c, skip)) return -1;
+        for (int i = 0; skip && i < c->v->n_keep; i++) {  // walked as if their space went: check them whole
+            const int32_t id = c->v->keep[i];
+            const int r = run_token(c, prev, id, err);
+            if (r == -1) return -1;
+            c->mask[id >> 6] &= ~(1ull << (id & 63));
+            if (r >= 0) c->mask[id >> 6] |= 1ull << (id & 63);
+        }
         if (gstate_can_end(&c->state))
             for (int i = 0; i < c->v->n_eog; i++) c->mask[c->v->eog[i] >> 6] |= 1ull << (c->v->eog[i] & 63);
         n = popcount_mask(c->mask, c->words);
