@@ -366,12 +366,17 @@ static int parse_sequence(parser *p, int rule, evec *v, int depth) {
 }
 
 // A rule's alternatives. The body is taken out of p->rules while it is
-// parsed: helper rules created meanwhile may move that array.
+// parsed: helper rules created meanwhile may move that array. An empty
+// alternative is kept once: each copy would make the matcher expand what
+// follows the rule once more (x ::= "a" | | | ... is x ::= "a" |).
 static int parse_alternates(parser *p, int rule, int depth) {
-    for (;;) {
+    for (int had_empty = 0;;) {
         evec v = p->rules[rule].body;
         p->rules[rule].body = (evec){0};
-        int rc = parse_sequence(p, rule, &v, depth) || emit(p, &v, G_ALT, 0);
+        const int from = v.n;
+        int rc = parse_sequence(p, rule, &v, depth);
+        if (!rc && (v.n > from || !had_empty)) rc = emit(p, &v, G_ALT, 0);
+        had_empty |= v.n == from + 1;
         p->rules[rule].body = v;
         if (rc) return -1;
         if (p->s < p->end && *p->s == '|') {

@@ -112,6 +112,15 @@ static void test_syntax(void) {
         expect(g, "d", 1), expect(g, "abbcccdd", 1), expect(g, "aad", 0), expect(g, "abc", 0);
         grammar_free(g);
     }
+    // an empty alternative is kept once (its copies would each expand what follows)
+    g = parse("root ::= x \"!\"\nx ::= \"a\" | | \"b\" |\n");
+    if (g) {
+        expect(g, "!", 1), expect(g, "a!", 1), expect(g, "b!", 1), expect(g, "ab!", 0);
+        int alts = 0;
+        for (int i = 0; i < g->n_elems; i++) alts += g->e[i].type == G_ALT || g->e[i].type == G_END;
+        CHECK(alts == 4, "alternatives: %d, want 4 (root's one; x's \"a\", \"b\" and one empty)", alts);
+        grammar_free(g);
+    }
     // a code point split in its bytes: a partial character only survives
     // where some completion can match
     g = parse("root ::= [\\u0400-\\u04ff]+");
