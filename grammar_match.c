@@ -269,11 +269,7 @@ int gstate_byte(const grammar *g, const gstate *src, uint8_t b, gstate *dst, gsc
     gchar c;
     const int kind = next_char(src, b, &c);
     if (kind == 0) return state_clear(dst), 0;
-    if (kind == 1) {
-        gstate whole = *src;
-        whole.part = 0, whole.part_left = 0;
-        return start_or_advance(g, &whole, c.cp, 0, dst, sc, err);
-    }
+    if (kind == 1) return start_or_advance(g, src, c.cp, 0, dst, sc, err);  // (it reads src's stacks alone)
     // partial: the stacks whose top can take one of its completions
     if (state_begin(dst, sc, err)) return -1;
     for (size_t i = 0; i < src->n; i += 1 + src->w[i])
