@@ -355,6 +355,7 @@ static void cuda_free(backend *b) {
     free(b->wbuf);
     if (b->blas_ws) CK(cudaFree(b->blas_ws));
     if (b->d_id) CK(cudaFree(b->d_id));
+    if (b->d_cand) CK(cudaFree(b->d_cand));
     if (b->h_id) CK(cudaFreeHost(b->h_id));
     if (b->stage) CK(cudaFreeHost(b->stage));
     if (b->lt) BK(b->api.p_cublasLtDestroy(b->lt));
@@ -384,7 +385,7 @@ static int cuda_init(backend **out, int n_threads, char *err) {
         CK(cudaMalloc(&b->blas_ws, LT_WORKSPACE)) || BK(b->api.p_cublasSetWorkspace(b->blas, b->blas_ws, LT_WORKSPACE)) ||
         CK(cudaMallocHost((void **)&b->h_id, sizeof(int32_t))) || CK(cudaMalloc((void **)&b->d_id, sizeof(int32_t))) ||
         CK(cudaMallocHost((void **)&b->stage, STAGE_BYTES)) ||
-        attention_allow_smem(b, (int)prop.sharedMemPerBlockOptin)) {
+        attention_allow_smem(b, (int)prop.sharedMemPerBlockOptin) || sample_init(b)) {
         errf(err, "%s", b->err);
         cuda_free(b);
         return -1;

@@ -106,6 +106,7 @@ struct backend {
     int capturing;                     // recording: nothing may allocate or wait
     int capture_broken;                // an op could not be recorded: graph_end fails
     int32_t *h_id, *d_id;              // the sampled id: pinned host / device
+    uint64_t *d_cand;                  // [SAMPLE_CAND_MAX] the sampler's candidates
     uint8_t *stage;                    // pinned [STAGE_BYTES]: small to_device copies start here
     size_t stage_used;                 // bytes handed out since the stream was last idle
     lt_entry lt_cache[LT_ALGOS];       // one cuBLASLt algorithm per weight shape
@@ -207,3 +208,4 @@ void cuda_swiglu_oai(backend *b, float *out, const float *gate, const float *up,
 
 // kernels_sample.cu
 int32_t cuda_sample(backend *b, const float *logits, int n_vocab, const sample_cfg *sc, double u);
+int sample_init(backend *b);

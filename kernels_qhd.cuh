@@ -41,7 +41,10 @@ enum {
     ATT_DMAX = 256,               // largest head_dim the attention kernel takes
     ATT_CHUNK_MAX = 512,          // longest split: long contexts get more splits, not longer ones
     ATT_FLOATS = 64,              // output accumulators per thread (rows × 8 dims)
-    SAMPLE_THREADS = 1024,        // the sampler's one CTA
+    SAMPLE_THREADS = 1024,        // a sampler CTA
+    SAMPLE_CHUNK = 4096,          // logits a k_sample_chunks CTA sorts
+    SAMPLE_KP_MAX = 128,          // the largest top-k sampled by sorting (else radix select)
+    SAMPLE_CAND_MAX = 8192,       // candidates k_sample_top sorts (64 KB of shared memory)
     DQ_THREADS = 128,             // k_dequant_f16 CTA
     RMS_PER = 8,                  // elements of a row a k_rmsnorm thread keeps in registers
     LT_ALGOS = 64,                // cached cuBLASLt algorithms (one per weight shape)

@@ -1,5 +1,6 @@
-// kernels_sample.cu — sampling on the device: one CTA over the logits
-// (top-k, top-p by radix select on 56-bit keys) and cuda_sample.
+// kernels_sample.cu — sampling on the device: greedy and top-k sampling by
+// sorting (each CTA sorts a chunk of the logits, one CTA the chunks' best),
+// anything else by radix select in one CTA over all the logits; cuda_sample.
 #include "kernels_common.cuh"
 
 // ---------------------------------------------------------------------------
@@ -177,12 +178,151 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample(const float *__restri
     if (tid == 0) *out = sm.chosen != INT32_MAX ? sm.chosen : sm.last >= 0 ? sm.last : arg;
 }
 
+// ---------------------------------------------------------------------------
+// Greedy and top-k (k <= SAMPLE_KP_MAX): the same keys, but no pass over the
+// whole vocabulary in one CTA. k_sample_chunks: CTA c sorts the keys of ids
+// [c·SAMPLE_CHUNK, (c+1)·SAMPLE_CHUNK) and keeps its best kp (k rounded up to
+// a power of two); k_sample_top sorts those, takes the best k (the kept set
+// top-k leaves, as the key order is strict), then top-p as the best-first
+// prefix reaching need (integer masses: sums in any order are exact), min-p,
+// and the draw over the survivors in id order. (The radix select of k_sample
+// spent ~2 ms on Llama-3's 128k logits on an H200: one CTA, and its first
+// histogram pass has nearly every logit adding to the same few bins.)
+// ---------------------------------------------------------------------------
+
+// s[0..n) into descending order (n a power of two), by the whole CTA.
+__device__ void block_sort_desc(uint64_t *s, int n) {
+    __syncthreads();
+    for (int k = 2; k <= n; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < n / 2; i += blockDim.x) {
+                const int a = 2 * i - (i & (j - 1)), c = a + j;  // the i-th pair j apart
+                const uint64_t x = s[a], y = s[c];
+                if (((a & k) == 0) == (x < y)) s[a] = y, s[c] = x;  // descending where (a & k) == 0
+            }
+            __syncthreads();
+        }
+}
+
+QHD int key_id(uint64_t K) { return 0xFFFFFF - (int)(K & 0xFFFFFF); }
+
+__global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_chunks(const float *__restrict__ lg, int V, int kp,
+                                                                  uint64_t *__restrict__ cand) {
+    __shared__ uint64_t s[SAMPLE_CHUNK];
+    const int base = blockIdx.x * SAMPLE_CHUNK;
+    for (int i = threadIdx.x; i < SAMPLE_CHUNK; i += blockDim.x)
+        s[i] = base + i < V ? cand_key(lg[base + i], base + i) : 0;  // 0: below every token
+    block_sort_desc(s, SAMPLE_CHUNK);
+    for (int i = threadIdx.x; i < kp; i += blockDim.x) cand[(int64_t)blockIdx.x * kp + i] = s[i];
+}
+
+// Over nc candidates (n2 = nc rounded up to a power of two, keys in dynamic
+// shared memory); c.top_k < V and, when sampling, 0 < c.top_k <= kp.
+__global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_top(const float *__restrict__ lg,
+                                                               const uint64_t *__restrict__ cand, int nc, int n2,
+                                                               sample_cfg c, double u, int32_t *out) {
+    extern __shared__ uint64_t s[];
+    __shared__ unsigned long long mass[SAMPLE_KP_MAX];
+    __shared__ float fred[32], incl[SAMPLE_THREADS];
+    __shared__ int ord_id[SAMPLE_KP_MAX], top_n, kept_n, picked;
+    const int tid = threadIdx.x;
+    for (int i = tid; i < n2; i += blockDim.x) s[i] = i < nc ? cand[i] : 0;
+    block_sort_desc(s, n2);
+    const int arg = s[0] ? key_id(s[0]) : 0;  // 0: every logit NaN
+    if (!(c.temp > 0.0f)) {
+        if (tid == 0) *out = arg;
+        return;
+    }
+    const float M = lg[arg];
+    int n = c.top_k;  // top-k: s[0..n)
+    if (c.top_p < 1.0f && n > 1) {
+        if (c.top_p <= 0.0f) {
+            n = 1;
+        } else {  // the shortest best-first prefix whose mass reaches ceil(top_p · total)
+            if (tid < n) mass[tid] = mass_fix(lg[key_id(s[tid])], M);
+            if (tid == 0) top_n = n;
+            __syncthreads();
+            if (tid < 32) {  // lane L sums s[4L..4L+3] (n <= 128), then a warp scan
+                unsigned long long own = 0;
+                for (int q = 0; q < 4; q++) own += 4 * tid + q < n ? mass[4 * tid + q] : 0ull;
+                unsigned long long sum = own;
+                for (int o = 1; o < 32; o <<= 1) {
+                    const unsigned long long up = __shfl_up_sync(0xffffffffu, sum, o);
+                    if (tid >= o) sum += up;
+                }
+                const unsigned long long tot = __shfl_sync(0xffffffffu, sum, 31);
+                unsigned long long need = (unsigned long long)ceil((double)c.top_p * (double)tot);
+                if (need == 0) need = 1;
+                unsigned long long cum = sum - own;
+                if (cum < need && sum >= need)
+                    for (int q = 0; q < 4; q++)
+                        if ((cum += mass[4 * tid + q]) >= need) {
+                            top_n = 4 * tid + q + 1;
+                            break;
+                        }
+            }
+            __syncthreads();
+            n = top_n;
+        }
+    }
+    // min-p, then the draw: weights e^((l - M)/temp) over the survivors in id order
+    const double cut = c.min_p > 0.0f ? log((double)c.min_p) : -INFINITY;
+    int id = -1, rank = 0;
+    float l = 0.0f;
+    if (tid < n) {
+        id = key_id(s[tid]), l = lg[id];
+        if (!((double)l - (double)M >= cut)) id = -1;
+    }
+    if (tid < SAMPLE_KP_MAX) ord_id[tid] = tid < n ? id : -1;
+    if (tid == 0) kept_n = 0, picked = -1;
+    __syncthreads();
+    if (id >= 0) {
+        for (int j = 0; j < n; j++) rank += ord_id[j] >= 0 && ord_id[j] < id;
+        atomicAdd(&kept_n, 1);
+    }
+    __syncthreads();
+    if (id >= 0) ord_id[rank] = id;  // (each survivor read every ord_id before the barrier)
+    __syncthreads();
+    const int m = kept_n;
+    float w = 0.0f;
+    if (tid < m) w = expf((lg[ord_id[tid]] - M) / c.temp);
+    block_scan(w, fred, incl);
+    const float target = (float)(u * (double)incl[blockDim.x - 1]), hi = incl[tid], lo = tid > 0 ? incl[tid - 1] : 0.0f;
+    if (tid < m && lo <= target && target < hi) picked = ord_id[tid];
+    __syncthreads();
+    // rounding may leave target past the last window: the last survivor (none: the best)
+    if (tid == 0) *out = picked >= 0 ? picked : m > 0 ? ord_id[m - 1] : arg;
+}
+
+// Device memory for k_sample_top's candidates and its shared memory (at init).
+int sample_init(backend *b) {
+    return CK(cudaMalloc((void **)&b->d_cand, sizeof(uint64_t) * SAMPLE_CAND_MAX)) ||
+           CK(cudaFuncSetAttribute(k_sample_top, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)sizeof(uint64_t) * SAMPLE_CAND_MAX));
+}
+
+static int pow2_at_least(int n) {
+    int p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
 int32_t cuda_sample(backend *b, const float *logits, int n_vocab, const sample_cfg *sc, double u) {
     if (b->capturing) return b->capture_broken = 1, -1;
     if (n_vocab <= 0 || n_vocab > (1 << 24)) return fail(b, "sample: %d logits", n_vocab);
-    k_sample<<<1, SAMPLE_THREADS, 0, b->stream>>>(logits, n_vocab, *sc, u, b->d_id);
-    if (LAUNCHED("k_sample") || CK(cudaMemcpyAsync(b->h_id, b->d_id, sizeof(int32_t), cudaMemcpyDeviceToHost, b->stream)) ||
-        stream_sync(b))
+    const int chunks = (n_vocab + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+    const int kp = !(sc->temp > 0.0f) ? 1 : sc->top_k > 0 && sc->top_k < n_vocab ? pow2_at_least(sc->top_k) : 0;
+    if (kp > 0 && kp <= SAMPLE_KP_MAX && chunks * kp <= SAMPLE_CAND_MAX) {
+        const int nc = chunks * kp, n2 = pow2_at_least(nc);
+        k_sample_chunks<<<chunks, SAMPLE_THREADS, 0, b->stream>>>(logits, n_vocab, kp, b->d_cand);
+        if (LAUNCHED("k_sample_chunks")) return -1;
+        k_sample_top<<<1, SAMPLE_THREADS, sizeof(uint64_t) * n2, b->stream>>>(logits, b->d_cand, nc, n2, *sc, u, b->d_id);
+        if (LAUNCHED("k_sample_top")) return -1;
+    } else {
+        k_sample<<<1, SAMPLE_THREADS, 0, b->stream>>>(logits, n_vocab, *sc, u, b->d_id);
+        if (LAUNCHED("k_sample")) return -1;
+    }
+    if (CK(cudaMemcpyAsync(b->h_id, b->d_id, sizeof(int32_t), cudaMemcpyDeviceToHost, b->stream)) || stream_sync(b))
         return -1;
     return *b->h_id;
 }

@@ -721,6 +721,7 @@ static void test_sample(ctx *x, rng_t *r) {
     const sample_cfg cfgs[] = {
         {0, 40, 0.95f, 0.05f}, {0.8f, 40, 0.95f, 0.05f}, {1.0f, 0, 0.9f, 0}, {0.7f, 1, 1, 0},
         {1.2f, 0, 0, 0}, {1.0f, 0, 1, 0.2f}, {0.5f, 7, 1, 0}, {2.0f, 0, 1, 0},
+        {0.9f, 100, 0.9f, 0.02f}, {1.0f, 300, 0.95f, 0},  // the largest top-k sorted, and one past it
     };
     for (int vi = 0; vi < 2; vi++) {
         const int V = vocabs[vi];
