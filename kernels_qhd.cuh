@@ -481,7 +481,8 @@ QHD void q8_block(const float *x, int8_t *q, float2 *ds) {
 
 // ---------------------------------------------------------------------------
 // Matrix-vector arithmetic per weight type. A row is cut into "items", each
-// one 16-byte load of quants (or a whole 32-block for the block types);
+// one 16-byte load of quants (Q4_K/Q5_K: two; or a whole 32-block for the
+// block types);
 // mv_item adds item `it` of row r times every token's activation to acc[t].
 // The order of operations per token does not depend on NT or n, so a row
 // computed with other tokens equals the row computed alone.
@@ -491,7 +492,7 @@ template <uint32_t T>
 QHD int64_t mv_items(int64_t cols) {
     if constexpr (T == Q_F32) return (cols + 3) / 4;
     else if constexpr (T == Q_F16 || T == Q_BF16) return (cols + 7) / 8;
-    else if constexpr (T == Q_Q4_K || T == Q_Q5_K) return cols / 256 * 8;
+    else if constexpr (T == Q_Q4_K || T == Q_Q5_K) return cols / 256 * 4;
     else if constexpr (T == Q_Q6_K || T == Q_Q2_K || T == Q_Q3_K) return cols / 256 * 4;
     else return cols / 32;
 }
@@ -583,43 +584,47 @@ QHD void mv_block32(const uint8_t *A, const uint8_t *B, int64_t it, const act_t 
     }
 }
 
-// Q4_K, Q5_K: item = (super-block kb, quant chunk c, half h): 16 bytes of qs
-// hold elements 16h..16h+15 of sub-blocks 2c (low nibbles) and 2c+1 (high).
-// Per sub-block s: d·sc[s]·dx·Σq·qx - dmin·mn[s]·s_x (the min term once, h == 0).
+// Q4_K, Q5_K: item = (super-block kb, quant chunk c): the 32 bytes of qs that
+// hold sub-blocks 2c (low nibbles) and 2c+1 (high), so a lane loads the
+// header and decodes the two scales once per 64 weights. Per sub-block s:
+// d·sc[s]·dx·Σq·qx - dmin·mn[s]·s_x.
 template <uint32_t T, int NT>
 QHD void mv_k45(const uint8_t *A, int64_t it, const act_t &x, int n, float acc[NT]) {
     constexpr int bytes = T == Q_Q4_K ? 144 : 176, qs_off = T == Q_Q4_K ? 16 : 48;
-    const int64_t kb = it >> 3;
-    const int c = (int)(it >> 1) & 3, h = (int)it & 1, s0 = 2 * c, s1 = 2 * c + 1;
+    const int64_t kb = it >> 2;
+    const int c = (int)it & 3, s0 = 2 * c, s1 = 2 * c + 1;
     const uint8_t *blk = A + kb * bytes;
-    const uint4 hd = ld16(blk), qv = ld16(blk + qs_off + 32 * c + 16 * h);
-    uint4 qhv = make_uint4(0, 0, 0, 0);
-    if constexpr (T == Q_Q5_K) qhv = ld16(blk + 16 + 16 * h);
+    const uint4 hd = ld16(blk), qv0 = ld16(blk + qs_off + 32 * c), qv1 = ld16(blk + qs_off + 32 * c + 16);
+    uint4 qh0 = make_uint4(0, 0, 0, 0), qh1 = qh0;
+    if constexpr (T == Q_Q5_K) qh0 = ld16(blk + 16), qh1 = ld16(blk + 32);
     const float d = h2f(hd.x & 0xffff), dmin = h2f(hd.x >> 16);
     int sc0, mn0, sc1, mn1;
     k4_scale_min(s0, hd.y, hd.z, hd.w, &sc0, &mn0);
     k4_scale_min(s1, hd.y, hd.z, hd.w, &sc1, &mn1);
-    uint32_t lo[4] = {0}, hi[4] = {0};  // (set below; g++ -O3 for the SIMT build cannot tell)
-    for (int k = 0; k < 4; k++) {
-        lo[k] = u4(qv, k) & 0x0F0F0F0F;
-        hi[k] = (u4(qv, k) >> 4) & 0x0F0F0F0F;
+    uint32_t lo[8] = {0}, hi[8] = {0};  // (set below; g++ -O3 for the SIMT build cannot tell)
+    for (int k = 0; k < 8; k++) {
+        const uint32_t q = u4(k < 4 ? qv0 : qv1, k & 3);
+        lo[k] = q & 0x0F0F0F0F;
+        hi[k] = (q >> 4) & 0x0F0F0F0F;
         if constexpr (T == Q_Q5_K) {
-            lo[k] |= ((u4(qhv, k) >> s0) & 0x01010101) << 4;
-            hi[k] |= ((u4(qhv, k) >> s1) & 0x01010101) << 4;
+            const uint32_t qh = u4(k < 4 ? qh0 : qh1, k & 3);
+            lo[k] |= ((qh >> s0) & 0x01010101) << 4;
+            hi[k] |= ((qh >> s1) & 0x01010101) << 4;
         }
     }
     const int64_t nb = x.cols / 32, b0 = 8 * kb + s0, b1 = b0 + 1;
     for (int t = 0; t < NT; t++) {
         if (t >= n) break;
         const int8_t *xq = x.q + t * x.cols;
-        const uint4 a0 = ld16(xq + 32 * b0 + 16 * h), a1 = ld16(xq + 32 * b1 + 16 * h);
         int i0 = 0, i1 = 0;
-        for (int k = 0; k < 4; k++) i0 = dp4a(lo[k], u4(a0, k), i0);
-        for (int k = 0; k < 4; k++) i1 = dp4a(hi[k], u4(a1, k), i1);
+        for (int hh = 0; hh < 2; hh++) {
+            const uint4 a0 = ld16(xq + 32 * b0 + 16 * hh), a1 = ld16(xq + 32 * b1 + 16 * hh);
+            for (int k = 0; k < 4; k++) i0 = dp4a(lo[4 * hh + k], u4(a0, k), i0);
+            for (int k = 0; k < 4; k++) i1 = dp4a(hi[4 * hh + k], u4(a1, k), i1);
+        }
         const float2 ds0 = x.ds[t * nb + b0], ds1 = x.ds[t * nb + b1];
-        float v = d * ((float)sc0 * ds0.x * (float)i0 + (float)sc1 * ds1.x * (float)i1);
-        if (h == 0) v -= dmin * ((float)mn0 * ds0.y + (float)mn1 * ds1.y);
-        acc[t] += v;
+        acc[t] += d * ((float)sc0 * ds0.x * (float)i0 + (float)sc1 * ds1.x * (float)i1) -
+                  dmin * ((float)mn0 * ds0.y + (float)mn1 * ds1.y);
     }
 }
 
