@@ -33,6 +33,7 @@ extern "C" {
 enum {
     MMV_MAX = 8,                  // tokens the matrix-vector kernel takes per launch
     MMV_WARPS = 4,                // weight rows (one per warp) per CTA
+    MMV_MINB = 8,                 // CTAs per SM the matrix-vector kernels fit (64 registers: more rows in flight)
     MV_SET = 3,                   // matrices one k_matvec_set launch takes
     GEMM_MIN = MMV_MAX + 1,       // fewer prompt rows in a tile: the decode kernel
     ATT_THREADS = 128,            // attention CTA
