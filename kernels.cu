@@ -259,6 +259,56 @@ static int cuda_graph_begin(backend *b, int key, char *err) {
     return 0;
 }
 
+#ifndef QUILL_SIMT  // (the emulation runs a graph's kernels one after another)
+// One of our kernels (named k_...: each begins with grid_dep_wait), not a
+// cuBLAS one, which may not wait.
+static int waits_first(cudaGraphNode_t n) {
+    cudaGraphNodeType t;
+    cudaKernelNodeParams p;
+    const char *name = NULL;
+    if (cudaGraphNodeGetType(n, &t) != cudaSuccess || t != cudaGraphNodeTypeKernel ||
+        cudaGraphKernelNodeGetParams(n, &p) != cudaSuccess || cudaFuncGetName(&name, p.func) != cudaSuccess || !name) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (name[0] == '_' && name[1] == 'Z')  // a mangled name: _Z, its length, the name
+        for (name += 2; *name >= '0' && *name <= '9'; name++) {}
+    return name[0] == 'k' && name[1] == '_';
+}
+
+// Each kernel-to-kernel edge of a recorded graph into one of ours becomes
+// programmatic (see grid_dep_wait). An edge the runtime refuses to change
+// stays as it was; -1 only if one could not be put back.
+static int programmatic_edges(backend *b, cudaGraph_t g) {
+    size_t n = 0;
+    if (cudaGraphGetEdges(g, NULL, NULL, NULL, &n) != cudaSuccess || n == 0) return (void)cudaGetLastError(), 0;
+    int bad = 0;
+    cudaGraphNode_t *from = (cudaGraphNode_t *)calloc(n, sizeof *from), *to = (cudaGraphNode_t *)calloc(n, sizeof *to);
+    cudaGraphEdgeData *ed = (cudaGraphEdgeData *)calloc(n, sizeof *ed);
+    if (from && to && ed && cudaGraphGetEdges(g, from, to, ed, &n) == cudaSuccess)
+        for (size_t i = 0; i < n; i++) {
+            cudaGraphNodeType tf;
+            if (ed[i].type != cudaGraphDependencyTypeDefault || cudaGraphNodeGetType(from[i], &tf) != cudaSuccess ||
+                tf != cudaGraphNodeTypeKernel || !waits_first(to[i]))
+                continue;
+            cudaGraphEdgeData pe = {};
+            pe.from_port = cudaGraphKernelNodePortProgrammatic;
+            pe.type = cudaGraphDependencyTypeProgrammatic;
+            if (cudaGraphRemoveDependencies(g, &from[i], &to[i], &ed[i], 1) != cudaSuccess) break;
+            if (cudaGraphAddDependencies(g, &from[i], &to[i], &pe, 1) != cudaSuccess) {
+                (void)cudaGetLastError();
+                bad = CK(cudaGraphAddDependencies(g, &from[i], &to[i], &ed[i], 1));
+                break;
+            }
+        }
+    (void)cudaGetLastError();
+    free(from), free(to), free(ed);
+    return bad ? -1 : 0;
+}
+#else
+static int programmatic_edges(backend *, cudaGraph_t) { return 0; }
+#endif
+
 // A capture that an op could not record is not a failure of the backend: the
 // caller runs the ops directly (which grows the scratch) and records later.
 static int cuda_graph_end(backend *b, int key, char *err) {
@@ -274,7 +324,7 @@ static int cuda_graph_end(backend *b, int key, char *err) {
                     e != cudaSuccess ? cudaGetErrorString(e) : "an op needed memory or a copy while recording");
     }
     cudaGraphExec_t ex = NULL;
-    const int bad = CK(cudaGraphInstantiate(&ex, g, 0));
+    const int bad = programmatic_edges(b, g) || CK(cudaGraphInstantiate(&ex, g, 0));
     CK(cudaGraphDestroy(g));
     if (bad) return errf(err, "%s", b->err);
     b->graph[key] = ex;

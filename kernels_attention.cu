@@ -7,6 +7,7 @@
 // fp16 rows: one thread per value (of K and of V).
 __global__ void k_kv_store(__half *__restrict__ kp, __half *__restrict__ vp, const float *__restrict__ k,
                            const float *__restrict__ v, const int32_t *__restrict__ slot, int n, int kv_dim) {
+    grid_dep_wait();
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (int64_t)n * kv_dim) return;
     const int64_t i = idx / kv_dim, d = idx % kv_dim, row = slot[i];
@@ -19,6 +20,7 @@ __global__ void k_kv_store(__half *__restrict__ kp, __half *__restrict__ vp, con
 __global__ void k_kv_store_q8(uint8_t *__restrict__ kp, uint8_t *__restrict__ vp, const float *__restrict__ k,
                               const float *__restrict__ v, const int32_t *__restrict__ slot, int n, int kv_dim,
                               int64_t row_bytes) {
+    grid_dep_wait();
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;  // (token, K|V, block)
     const int lane = threadIdx.x & 31, nb = kv_dim / 32;
     if (w >= (int64_t)n * 2 * nb) return;  // whole warps leave together: blockDim is a multiple of 32
@@ -88,6 +90,7 @@ __device__ __forceinline__ uint4 kv_load8(const uint8_t *row, int col, int kv_di
 }
 
 __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
+    grid_dep_wait();
     extern __shared__ float4 att_smem4[];
     const att_plan &P = a.P;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, D = a.D;
@@ -236,6 +239,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
 
 // out = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s over a token's splits.
 __global__ void k_attn_merge(attn_args a) {
+    grid_dep_wait();
     const int h = blockIdx.x, tl = blockIdx.y, tok = a.t0 + tl;
     const int nsp = att_splits_of(a.pos[tok] + 1, a.P.chunk);
     if (nsp <= 1) return;  // written by k_attention

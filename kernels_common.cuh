@@ -115,6 +115,19 @@ struct backend {
     double roof_bw, roof_flops;        // measured by roofline (0: not yet)
 };
 
+// Programmatic dependent launch (sm_90): in a recorded graph each of our
+// kernels is launched while the one before it is still running (kernels.cu's
+// programmatic_edges), and waits here, before touching memory, until that one
+// has finished and its writes are visible; it lets the next one launch as
+// soon as every CTA has started. Outside a graph both are no-ops. H200:
+// 8B-shape decode 2%, 1B 4% faster (the ~400 launches of a step overlap).
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(QUILL_SIMT)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __attribute__((format(printf, 2, 3))) static inline int fail(backend *b, const char *fmt, ...) {
     if (!b->failed) {
         va_list ap;

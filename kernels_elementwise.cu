@@ -18,6 +18,7 @@ __device__ float block_sum(float v, float *red32) {
 template <uint32_t T>
 __global__ void k_embed(const uint8_t *__restrict__ w, dlayout L, int64_t cols, const int32_t *__restrict__ ids,
                         int n, float *__restrict__ out) {
+    grid_dep_wait();
     const int64_t G = (cols + 31) / 32, idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n * G) return;
     const int64_t i = idx / G, g = idx % G;
@@ -47,6 +48,7 @@ __device__ __forceinline__ void rms_out(float *oi, float gj, int j, float xj, fl
 template <bool Q8>
 __global__ void k_rmsnorm(float *out, float *x, const float *d, const float *__restrict__ g, int dim, float eps,
                           int8_t *__restrict__ q, float2 *__restrict__ ds) {
+    grid_dep_wait();
     __shared__ float red[32];
     const int T = blockDim.x, tid = threadIdx.x;
     float *xi = x + (int64_t)blockIdx.x * dim;
@@ -82,11 +84,13 @@ __global__ void k_rmsnorm(float *out, float *x, const float *d, const float *__r
 }
 
 __global__ void k_add_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t len, int dim) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
         y[i] += bias[i % dim];
 }
 
 __global__ void k_add(float *__restrict__ y, const float *__restrict__ x, int64_t len) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
         y[i] += x[i];
 }
@@ -94,6 +98,7 @@ __global__ void k_add(float *__restrict__ y, const float *__restrict__ x, int64_
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 __global__ void k_swiglu(float *out, const float *gate, const float *__restrict__ up, int64_t len) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = silu_mul(gate[i], up[i]);
 }
@@ -102,6 +107,7 @@ __global__ void k_swiglu(float *out, const float *gate, const float *__restrict_
 // for the down matmul, which then needs no quantizing launch; a warp per block of 32.
 __global__ void k_swiglu_q8(float *out, const float *gate, const float *__restrict__ up, int64_t blocks,
                             int8_t *__restrict__ q, float2 *__restrict__ ds) {
+    grid_dep_wait();
     const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, i = 32 * blk + (threadIdx.x & 31);
     if (blk >= blocks) return;
     const float v = silu_mul(gate[i], up[i]);
@@ -110,11 +116,13 @@ __global__ void k_swiglu_q8(float *out, const float *gate, const float *__restri
 }
 
 __global__ void k_geglu(float *out, const float *gate, const float *__restrict__ up, int64_t len) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = gelu_f16(gate[i]) * up[i];
 }
 
 __global__ void k_scale(float *__restrict__ x, float s, int64_t len) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
         x[i] *= s;
 }
@@ -122,6 +130,7 @@ __global__ void k_scale(float *__restrict__ x, float s, int64_t len) {
 // One thread per (token, head, rotated pair).
 __global__ void k_rope(float *q, float *k, int n, int n_q, int n_k, int head_dim, const int32_t *__restrict__ pos,
                        rope_cfg rc, float theta_scale) {
+    grid_dep_wait();
     const int half = rc.n_rot / 2, heads = n_q + n_k;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (int64_t)n * heads * half) return;

@@ -7,6 +7,7 @@
 
 // out[i] = x[i] rounded to fp16 (bf16 = 0) or bf16 (bf16 = 1).
 __global__ void k_to_half(const float *__restrict__ x, int64_t len, int bf16, void *__restrict__ out) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
         if (bf16) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
         else ((__half *)out)[i] = __float2half_rn(x[i]);
@@ -22,6 +23,7 @@ __global__ void k_to_half(const float *__restrict__ x, int64_t len, int bf16, vo
 template <uint32_t T>
 __global__ void __launch_bounds__(DQ_THREADS) k_dequant_f16(const uint8_t *__restrict__ w, dlayout L, int64_t row0,
                                                             int64_t nrows, int64_t cols, __half *__restrict__ out) {
+    grid_dep_wait();
     __shared__ uint4 st[DQ_THREADS * 4];  // [thread][4]: its 32 halves
     const int64_t G = cols / 32, total = nrows * G, base = (int64_t)blockIdx.x * DQ_THREADS;
     const int64_t idx = base + threadIdx.x;

@@ -13,6 +13,7 @@ template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS)
 k_matvec_moe(const uint8_t *__restrict__ w, dlayout L, int64_t per_exp, const float *__restrict__ bias, act_t x,
              const int32_t *__restrict__ offsets, const int32_t *__restrict__ active, float *__restrict__ y) {
+    grid_dep_wait();
     const int e = active[blockIdx.y];
     const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
     if (e < 0 || r >= per_exp) return;
@@ -57,6 +58,7 @@ __device__ void softmax_seq(float *x, int n) {
 // reference): k rounds of a warp argmax over the logits not yet chosen.
 __global__ void k_moe_route(int32_t *__restrict__ ids, float *__restrict__ w, const float *__restrict__ logits, int n,
                             int n_exp, int k, int gating) {
+    grid_dep_wait();
     const int i = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
     if (i >= n) return;
     const float *l = logits + (int64_t)i * n_exp;
@@ -97,6 +99,7 @@ __global__ void k_moe_route(int32_t *__restrict__ ids, float *__restrict__ w, co
 // One CTA (backend.h's moe_group): a thread per expert counts its slots, one
 // thread sums the counts, then each expert's thread lays out its slots in order.
 __global__ void k_moe_group(moe_map mp, const int32_t *__restrict__ ids) {
+    grid_dep_wait();
     extern __shared__ int32_t cnt[];  // [n_exp]
     const int ne = mp.n_exp;
     for (int e = threadIdx.x; e < ne; e += blockDim.x) {
@@ -127,6 +130,7 @@ __global__ void k_moe_group(moe_map mp, const int32_t *__restrict__ ids) {
 // xs[p, :] = x[tok[p], :] for the sorted rows.
 __global__ void k_moe_gather(float *__restrict__ xs, const float *__restrict__ x, const int32_t *__restrict__ tok,
                              int64_t len, int64_t cols) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
         xs[i] = x[(int64_t)tok[i / cols] * cols + i % cols];
 }
@@ -134,6 +138,7 @@ __global__ void k_moe_gather(float *__restrict__ xs, const float *__restrict__ x
 // out[i, d] = Σ_j w[i, j]·y[pos[i·k + j], d], in j order (moe.c's moe_combine_rows).
 __global__ void k_moe_combine(float *__restrict__ out, const float *__restrict__ y, const float *__restrict__ w,
                               const int32_t *__restrict__ pos, int64_t len, int k, int dim) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / dim, d = i % dim;
         float o = y[(int64_t)pos[t * k] * dim + d] * w[t * k];
@@ -144,6 +149,7 @@ __global__ void k_moe_combine(float *__restrict__ out, const float *__restrict__
 
 __global__ void k_swiglu_oai(float *out, const float *gate, const float *__restrict__ up, int64_t len, float alpha,
                              float limit) {
+    grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
         const float g = fminf(gate[i], limit), u = fmaxf(-limit, fminf(up[i], limit));
         out[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);

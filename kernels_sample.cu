@@ -119,6 +119,7 @@ __device__ void block_scan(float v, float *fred, float *incl) {
 
 __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample(const float *__restrict__ lg, int V, sample_cfg c, double u,
                                                            int32_t *out) {
+    grid_dep_wait();
     __shared__ sample_smem sm;
     const int tid = threadIdx.x;
     unsigned long long best = 0;
@@ -208,6 +209,7 @@ QHD int key_id(uint64_t K) { return 0xFFFFFF - (int)(K & 0xFFFFFF); }
 
 __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_chunks(const float *__restrict__ lg, int V, int kp,
                                                                   uint64_t *__restrict__ cand) {
+    grid_dep_wait();
     __shared__ uint64_t s[SAMPLE_CHUNK];
     const int base = blockIdx.x * SAMPLE_CHUNK;
     for (int i = threadIdx.x; i < SAMPLE_CHUNK; i += blockDim.x)
@@ -221,6 +223,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_chunks(const float *_
 __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_top(const float *__restrict__ lg,
                                                                const uint64_t *__restrict__ cand, int nc, int n2,
                                                                sample_cfg c, double u, int32_t *out) {
+    grid_dep_wait();
     extern __shared__ uint64_t s[];
     __shared__ unsigned long long mass[SAMPLE_KP_MAX];
     __shared__ float fred[32], incl[SAMPLE_THREADS];
