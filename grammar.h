@@ -85,7 +85,10 @@ typedef struct {
     gbuf work, tmp;
     long spent, limit;  // work units (words of stacks copied, hashed or compared) so far, the most allowed (0: none)
     gseen *seen;        // the stacks of the state being built, by hash (grammar_match.c)
-    uint32_t gen;       // seen's entries of that state: those of this generation
+    gbuf done;          // the stacks expanded for it ([len, positions...] each)
+    gseen *done_seen;   // done's stacks by hash
+    uint32_t n_done;    // stacks in done
+    uint32_t gen;       // seen's and done_seen's entries of that state: those of this generation
 } gscratch;
 void gscratch_free(gscratch *sc);
 

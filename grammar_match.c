@@ -20,6 +20,7 @@
 #define G_MAX_STACKS 1024       // stacks in one state
 #define G_MAX_WORK 100000       // expansion steps for one character
 #define G_SEEN (4 * G_MAX_STACKS) // gscratch.seen's slots: a power of two, never over a quarter full
+#define G_DONE (1 << 15)          // gscratch.done_seen's slots; a quarter of them recorded at most
 
 struct gseen {
     uint32_t gen, hash, off;  // the state's generation; the stack's hash; where it starts in the state's words
@@ -75,10 +76,13 @@ static int spend(gscratch *sc, long k, char *err) {
 static int state_begin(gstate *s, gscratch *sc, char *err) {
     state_clear(s);
     if (!sc->seen && !(sc->seen = calloc(G_SEEN, sizeof *sc->seen))) return errf(err, "out of memory");
+    if (!sc->done_seen && !(sc->done_seen = calloc(G_DONE, sizeof *sc->done_seen))) return errf(err, "out of memory");
     if (++sc->gen == 0) {  // wrapped: no entry may look current
         memset(sc->seen, 0, G_SEEN * sizeof *sc->seen);
+        memset(sc->done_seen, 0, G_DONE * sizeof *sc->done_seen);
         sc->gen = 1;
     }
+    sc->done.n = 0, sc->n_done = 0;
     return 0;
 }
 
@@ -88,17 +92,30 @@ static uint32_t hash_stack(const uint32_t *st, uint32_t len) {
     return h ^ h >> 15;
 }
 
+// Looks stack st[0..len) (hash h) up in table t (mask + 1 slots) among the
+// entries of this generation, which point into words ([len, positions...]
+// at each offset): 1 found, 0 not (*slot: the free slot for it), -1 past the
+// work limit.
+static int find_stack(const gseen *t, size_t mask, const uint32_t *words, const uint32_t *st, uint32_t len,
+                      uint32_t h, size_t *slot, gscratch *sc, char *err) {
+    size_t j = h & mask;
+    for (; t[j].gen == sc->gen; j = (j + 1) & mask) {
+        const uint32_t *o = words + t[j].off;
+        if (t[j].hash != h || o[0] != len) continue;
+        if (spend(sc, len, err)) return -1;
+        if (!memcmp(o + 1, st, len * sizeof *st)) return 1;
+    }
+    *slot = j;
+    return 0;
+}
+
 // Adds stack st[0..len) unless the state (begun by state_begin) has it already.
 static int add_stack(gstate *s, const uint32_t *st, uint32_t len, gscratch *sc, char *err) {
     if (spend(sc, len + 1, err)) return -1;
     const uint32_t h = hash_stack(st, len);
-    size_t j = h & (G_SEEN - 1);
-    for (; sc->seen[j].gen == sc->gen; j = (j + 1) & (G_SEEN - 1)) {
-        const uint32_t *o = s->w + sc->seen[j].off;
-        if (sc->seen[j].hash != h || o[0] != len) continue;
-        if (spend(sc, len, err)) return -1;
-        if (!memcmp(o + 1, st, len * sizeof *st)) return 0;
-    }
+    size_t j;
+    const int found = find_stack(sc->seen, G_SEEN - 1, s->w, st, len, h, &j, sc, err);
+    if (found) return found < 0 ? -1 : 0;
     if (s->n_stacks >= G_MAX_STACKS)
         return errf(err, "the grammar is too ambiguous to follow (more than %d parses at once)", G_MAX_STACKS);
     if (state_reserve(s, len + 1)) return errf(err, "out of memory");
@@ -144,7 +161,26 @@ static int expand(const grammar *g, gscratch *sc, gstate *dst, char *err) {
         if (++steps > G_MAX_WORK)
             return errf(err, "the grammar is too ambiguous to follow (more than %d expansions for one character)",
                         G_MAX_WORK);
-        if (spend(sc, len, err)) return -1;
+        if (spend(sc, 2 * len + 1, err)) return -1;
+        // A stack expanded before for this character adds nothing new: distinct
+        // paths to one continuation (x ::= a? | a? | ..., nullable rules in a
+        // row) would otherwise expand it once per path, exponentially.
+        const uint32_t h = hash_stack(st, len);
+        size_t j;
+        const int found = find_stack(sc->done_seen, G_DONE - 1, sc->done.w, st, len, h, &j, sc, err);
+        if (found < 0) return -1;
+        if (found) {
+            work->n -= len + 1;
+            continue;
+        }
+        if (sc->n_done < G_DONE / 4) {
+            if (buf_reserve(&sc->done, len + 1)) return errf(err, "out of memory");
+            sc->done_seen[j] = (gseen){sc->gen, h, (uint32_t)sc->done.n};
+            sc->done.w[sc->done.n++] = len;
+            memcpy(sc->done.w + sc->done.n, st, len * sizeof *st);
+            sc->done.n += len;
+            sc->n_done++;
+        }
         // top: a reference; below it the return address (when the alternative goes on)
         const uint32_t ref = st[len - 1], rule = g->e[ref].val;
         tmp->n = 0;
@@ -164,7 +200,7 @@ static int expand(const grammar *g, gscratch *sc, gstate *dst, char *err) {
 }
 
 void gscratch_free(gscratch *sc) {
-    free(sc->work.w), free(sc->tmp.w), free(sc->seen);
+    free(sc->work.w), free(sc->tmp.w), free(sc->done.w), free(sc->seen), free(sc->done_seen);
     *sc = (gscratch){0};
 }
 

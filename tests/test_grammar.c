@@ -121,6 +121,13 @@ static void test_syntax(void) {
         CHECK(alts == 4, "alternatives: %d, want 4 (root's one; x's \"a\", \"b\" and one empty)", alts);
         grammar_free(g);
     }
+    // distinct paths to one continuation: twelve a's in a row, each of four nullable
+    // alternatives, reach "!" by 4^12 paths; each continuation is expanded once
+    g = parse("root ::= a a a a a a a a a a a a \"!\"\na ::= \"x\"? | \"x\"? | \"x\"? | \"x\"?\n");
+    if (g) {
+        expect(g, "!", 1), expect(g, "xxxxxxxxxxxx!", 1), expect(g, "xxxxxxxxxxxxx!", 0);
+        grammar_free(g);
+    }
     // a code point split in its bytes: a partial character only survives
     // where some completion can match
     g = parse("root ::= [\\u0400-\\u04ff]+");
