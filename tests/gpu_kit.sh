@@ -27,12 +27,19 @@
 #   carry [".gpu-5"]  tests/gpu_kit.sh models goldens
 #   (no carry)        tests/gpu_kit.sh bench
 #   carry [".gpu-peer"]  tests/gpu_kit.sh peer bench   (in place of the bench call above)
+#   (after .gpu-3)    tests/gpu_kit.sh profile     (Nsight Compute; needs .gpu-3's vocabulary)
+# A lease is short (15 minutes of device time, a start included): on an H200 the
+# first call above took 23 s (env 2, ops 7, models 1, goldens 7, memcheck 5), the
+# .gpu-3 one with batch 30 s, profile ~60 s; a call returns at most 8 files from
+# $OUT, so the logs of a long step list are best read from its output.
 # env describes the machine; ops models goldens memcheck batch spec are
 # `tests/cuda.sh .gpu/build SHARED STEP`; bench is tests/bench.sh on the Llama-3.2-1B
 # and Llama-3.1-8B shapes (models written to /tmp/quill-bench) with --gpu, plus
 # bench_spec on the pair. peer: quill bench and llama.cpp's llama-bench, one after the
 # other on the same files (-p 512 -n 128; PEER_MODELS, SHAPE:TYPE pairs, chooses them;
-# LLAMA_BENCH names a llama-bench to run in place of .gpu-peer's). KIT_CPU=1: a dry run where there is no GPU (--cpu, and
+# LLAMA_BENCH names a llama-bench to run in place of .gpu-peer's). profile: each
+# kernel of a decode step timed by ncu (tests/ncu_step.py; PROFILE_MODELS as
+# PEER_MODELS). KIT_CPU=1: a dry run where there is no GPU (--cpu, and
 # QUILL_TEST_DEVICE=cpu for cuda.sh). Each step runs from the repository root with
 # ../shared replaced by the union of the parts present (the goldens restricted to
 # the models present, and the count of rows left out printed), logs to
@@ -122,6 +129,27 @@ step_bench() {
         tests/bench.sh .gpu/build "$SHARED"
 }
 
+# Where a decode step's time goes: Nsight Compute times every kernel of a short
+# generation (serialized) on the Llama-3.2-1B and Llama-3.1-8B shapes (Q4_K_M;
+# PROFILE_MODELS, SHAPE:TYPE pairs, chooses them), and tests/ncu_step.py prints
+# the last step's kernels by time, with the bytes each read, against the
+# bandwidth quill bench measures.
+step_profile() {
+    local ncu m shape type f bw
+    ncu=$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")
+    [ -x "$ncu" ] || { echo "gpu_kit: ncu not found (looked for $ncu)"; return 1; }
+    mkdir -p /tmp/quill-bench
+    for m in ${PROFILE_MODELS:-llama-3.2-1b:Q4_K_M llama-3.1-8b:Q4_K_M}; do
+        shape=${m%%:*} type=${m#*:} f=/tmp/quill-bench/synth-$shape-$type.gguf
+        [ -f "$f" ] || $PY models/synth.py --shape "$shape" --type "$type" --shared "$SHARED" -o "$f" || return 1
+        bw=$(.gpu/build/quill bench $BK -m "$f" -p 16 -n 4 2>&1 | sed -n 's/^device memory bandwidth (measured[^:]*: \([0-9.]*\) GB\/s.*/\1/p')
+        echo "== $f (sampled decode: temperature 0.8, top-k 40), device bandwidth ${bw:-?} GB/s"
+        "$ncu" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size --csv \
+            --log-file /tmp/quill-profile.csv .gpu/build/quill $BK -m "$f" -n 3 -q "Hello" >/dev/null || return 1
+        $PY tests/ncu_step.py /tmp/quill-profile.csv ${bw:+--bandwidth "$bw"} || return 1
+    done
+}
+
 # The peer, side by side: quill bench, then llama-bench, on each file in turn.
 step_peer() {
     local lb=${LLAMA_BENCH:-/tmp/llama-bench} libs m shape type f
@@ -148,8 +176,8 @@ step_peer() {
 if [ "$1" = pack ]; then pack; exit; fi
 if [ "$1" = pack-peer ]; then pack_peer "${2:-}"; exit; fi
 for s in "$@"; do
-    case $s in env | bench | peer | ops | models | goldens | memcheck | batch | spec) ;;
-    *) echo "gpu_kit: unknown step $s (env ops models goldens memcheck batch spec bench peer)" >&2; exit 2 ;; esac
+    case $s in env | bench | peer | profile | ops | models | goldens | memcheck | batch | spec) ;;
+    *) echo "gpu_kit: unknown step $s (env ops models goldens memcheck batch spec bench peer profile)" >&2; exit 2 ;; esac
 done
 [ -x .gpu/build/quill ] || { echo "gpu_kit: .gpu/build/quill not found: run 'tests/gpu_kit.sh pack' here and carry .gpu" >&2; exit 1; }
 export LD_LIBRARY_PATH=$root/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -165,7 +193,7 @@ results=()
 fails=0
 for s in "$@"; do
     case $s in
-    env | bench | peer) cmd=(step_"$s") ;;
+    env | bench | peer | profile) cmd=(step_"$s") ;;
     *) cmd=(tests/cuda.sh .gpu/build "$SHARED" "$s") ;;
     esac
     log=${OUT:-/tmp}/$s.log
