@@ -842,6 +842,7 @@ QHD uint32_t ord_bits(float l) {  // monotone in l; -0 == +0; NaN lowest
 }
 
 QHD uint64_t cand_key(float l, int id) { return (uint64_t)ord_bits(l) << 24 | (uint64_t)(0xFFFFFF - id); }
+QHD int key_id(uint64_t K) { return 0xFFFFFF - (int)(K & 0xFFFFFF); }  // cand_key's id
 
 // exp(l - M) in units of 2^-32 (M: the largest logit, so at most 2^32).
 QHD unsigned long long mass_fix(float l, float M) {

@@ -35,6 +35,16 @@ __device__ unsigned long long block_max_u64(unsigned long long v, unsigned long 
     return v;
 }
 
+// Inclusive prefix sum over the warp's lanes (all 32 present).
+template <class T> __device__ T warp_incl(T v) {
+    const int lane = threadIdx.x & 31;
+    for (int o = 1; o < 32; o <<= 1) {
+        const T up = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += up;
+    }
+    return v;
+}
+
 typedef struct {
     unsigned long long hist[256];
     unsigned long long red[32];
@@ -65,12 +75,7 @@ __device__ uint64_t radix_select(const float *lg, int V, float M, uint64_t kmin,
         if (tid < 32) {  // lane L owns digits 255-8L .. 248-8L, best first
             unsigned long long own = 0;
             for (int q = 0; q < 8; q++) own += sm->hist[255 - 8 * lane - q];
-            unsigned long long incl = own;
-            for (int o = 1; o < 32; o <<= 1) {
-                const unsigned long long up = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o) incl += up;
-            }
-            const unsigned long long excl = incl - own;
+            const unsigned long long incl = warp_incl(own), excl = incl - own;
             if (lane == 31 && incl < need) sm->bc[1] = ~0ull;  // not reachable: keep all
             if (excl < need && incl >= need) {
                 unsigned long long cum = excl;
@@ -98,18 +103,11 @@ __device__ uint64_t radix_select(const float *lg, int V, float M, uint64_t kmin,
 // order of additions: deterministic).
 __device__ void block_scan(float v, float *fred, float *incl) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int o = 1; o < 32; o <<= 1) {
-        const float up = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o) v += up;
-    }
+    v = warp_incl(v);
     if (lane == 31) fred[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        float w = lane < nw ? fred[lane] : 0.0f;
-        for (int o = 1; o < 32; o <<= 1) {
-            const float up = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o) w += up;
-        }
+        const float w = warp_incl(lane < nw ? fred[lane] : 0.0f);
         if (lane < nw) fred[lane] = w;
     }
     __syncthreads();
@@ -125,7 +123,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample(const float *__restri
     unsigned long long best = 0;
     for (int i = tid; i < V; i += blockDim.x) best = max(best, (unsigned long long)cand_key(lg[i], i));
     best = block_max_u64(best, sm.red);
-    const int arg = best ? 0xFFFFFF - (int)(best & 0xFFFFFF) : 0;  // 0: every logit NaN
+    const int arg = best ? key_id(best) : 0;  // 0: every logit NaN
     if (!(c.temp > 0.0f)) {
         if (tid == 0) *out = arg;
         return;
@@ -183,12 +181,13 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample(const float *__restri
 // Greedy and top-k (k <= SAMPLE_KP_MAX): the same keys, but no pass over the
 // whole vocabulary in one CTA. k_sample_chunks: CTA c sorts the keys of ids
 // [c·SAMPLE_CHUNK, (c+1)·SAMPLE_CHUNK) and keeps its best kp (k rounded up to
-// a power of two); k_sample_top sorts those, takes the best k (the kept set
-// top-k leaves, as the key order is strict), then top-p as the best-first
-// prefix reaching need (integer masses: sums in any order are exact), min-p,
-// and the draw over the survivors in id order. (The radix select of k_sample
-// spent ~2 ms on Llama-3's 128k logits on an H200: one CTA, and its first
-// histogram pass has nearly every logit adding to the same few bins.)
+// a power of two; greedy: its maximum, unsorted); k_sample_top sorts those,
+// takes the best k (the kept set top-k leaves, as the key order is strict),
+// then top-p as the best-first prefix reaching need (integer masses: sums in
+// any order are exact), min-p, and the draw over the survivors in id order.
+// (The radix select of k_sample spent ~2 ms on Llama-3's 128k logits on an
+// H200: one CTA, and its first histogram pass has nearly every logit adding
+// to the same few bins.)
 // ---------------------------------------------------------------------------
 
 // s[0..n) into descending order (n a power of two), by the whole CTA.
@@ -205,15 +204,22 @@ __device__ void block_sort_desc(uint64_t *s, int n) {
         }
 }
 
-QHD int key_id(uint64_t K) { return 0xFFFFFF - (int)(K & 0xFFFFFF); }
-
 __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_chunks(const float *__restrict__ lg, int V, int kp,
                                                                   uint64_t *__restrict__ cand) {
     grid_dep_wait();
     __shared__ uint64_t s[SAMPLE_CHUNK];
+    __shared__ unsigned long long red[32];
     const int base = blockIdx.x * SAMPLE_CHUNK;
-    for (int i = threadIdx.x; i < SAMPLE_CHUNK; i += blockDim.x)
+    unsigned long long best = 0;
+    for (int i = threadIdx.x; i < SAMPLE_CHUNK; i += blockDim.x) {
         s[i] = base + i < V ? cand_key(lg[base + i], base + i) : 0;  // 0: below every token
+        best = max(best, (unsigned long long)s[i]);
+    }
+    if (kp == 1) {  // greedy or top-k 1: the chunk's best, no sort
+        best = block_max_u64(best, red);
+        if (threadIdx.x == 0) cand[blockIdx.x] = best;
+        return;
+    }
     block_sort_desc(s, SAMPLE_CHUNK);
     for (int i = threadIdx.x; i < kp; i += blockDim.x) cand[(int64_t)blockIdx.x * kp + i] = s[i];
 }
@@ -248,11 +254,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) k_sample_top(const float *__re
             if (tid < 32) {  // lane L sums s[4L..4L+3] (n <= 128), then a warp scan
                 unsigned long long own = 0;
                 for (int q = 0; q < 4; q++) own += 4 * tid + q < n ? mass[4 * tid + q] : 0ull;
-                unsigned long long sum = own;
-                for (int o = 1; o < 32; o <<= 1) {
-                    const unsigned long long up = __shfl_up_sync(0xffffffffu, sum, o);
-                    if (tid >= o) sum += up;
-                }
+                const unsigned long long sum = warp_incl(own);
                 const unsigned long long tot = __shfl_sync(0xffffffffu, sum, 31);
                 unsigned long long need = (unsigned long long)ceil((double)c.top_p * (double)tot);
                 if (need == 0) need = 1;
