@@ -176,6 +176,12 @@ typedef struct backend_ops {
     // Stores k, v: [fb->n, kv_dim] (float) as kv_type rows into pool rows fb->slot[i].
     void (*kv_store)(backend *b, void *kpool, void *vpool, const float *k, const float *v,
                      const fwd_batch *fb, int kv_dim, int kv_type);
+    // Optional: rope (q and k: n_q and n_k heads) then kv_store (kv_dim =
+    // n_k·head_dim) in one step, with the same results, except that k is
+    // not written (its turned values go to the pool only).
+    void (*rope_store)(backend *b, float *q, const float *k, const float *v, void *kpool, void *vpool, int n_q,
+                       int n_k, int head_dim, const int32_t *pos, const rope_cfg *rc, const fwd_batch *fb,
+                       int kv_type);
     // Causal attention of the pass's tokens over their sequences' cached
     // positions (see fwd_batch). q: [n, n_heads, head_dim]; pools: kv_type
     // rows of n_kv_heads × head_dim values; out: [n, n_heads, head_dim].

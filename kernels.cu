@@ -510,6 +510,7 @@ extern "C" const backend_ops cuda_backend = {
     .scale = cuda_scale,
     .rope = cuda_rope,
     .kv_store = cuda_kv_store,
+    .rope_store = cuda_rope_store,
     .attention = cuda_attention,
     .moe_route = cuda_moe_route,
     .moe_group = cuda_moe_group,

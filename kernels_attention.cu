@@ -33,6 +33,59 @@ __global__ void k_kv_store_q8(uint8_t *__restrict__ kp, uint8_t *__restrict__ vp
     if (lane == 0) ((__half *)(row + kv_dim))[j] = __float2half_rn(amax / 127.0f);
 }
 
+// rope then kv_store in one launch (backend.h's rope_store): threads below
+// q_threads turn q's pairs in place as k_rope does; the warps after them
+// store K and V as k_kv_store(_q8) does (value e of token i: K's then V's),
+// a K value turned as it is loaded, its pair's other value read beside it,
+// by k_rope's arithmetic (k itself is not written).
+template <bool Q8>
+__global__ void k_rope_store(float *q, const float *__restrict__ k, const float *__restrict__ v, uint8_t *kp,
+                             uint8_t *vp, const int32_t *__restrict__ slot, const int32_t *__restrict__ pos, int n,
+                             int n_q, int n_k, int head_dim, rope_cfg rc, float theta_scale, int64_t q_threads,
+                             int64_t row_bytes) {
+    grid_dep_wait();
+    const int half = rc.n_rot / 2, kv_dim = n_k * head_dim;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float mscale, s, c;
+    if (idx < q_threads) {
+        if (idx >= (int64_t)n * n_q * half) return;
+        const int p = (int)(idx % half);
+        const int64_t th = idx / half, t = th / n_q;
+        const float theta = rope_angle(rc, p, rope_theta(pos[t], p, theta_scale, rc.freq_factors), &mscale);
+        sincosf(theta, &s, &c);
+        s *= mscale, c *= mscale;
+        float *h = q + th * head_dim;
+        const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
+        const float x0 = h[a], x1 = h[b];
+        h[a] = fmaf(x0, c, -(x1 * s));  // contracted as cpu.c's
+        h[b] = fmaf(x0, s, x1 * c);
+        return;
+    }
+    const int64_t j = idx - q_threads;
+    if (j >= (int64_t)n * 2 * kv_dim) return;  // (Q8: whole warps, kv_dim % 32 == 0)
+    const int64_t i = j / (2 * kv_dim);
+    const int kvi = (int)(j / kv_dim % 2), e = (int)(j % kv_dim), d = e % head_dim;
+    float x = (kvi ? v : k)[i * kv_dim + e];
+    if (!kvi && d < rc.n_rot) {
+        const int p = rc.neox ? (d < half ? d : d - half) : d / 2;
+        const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
+        const float theta = rope_angle(rc, p, rope_theta(pos[i], p, theta_scale, rc.freq_factors), &mscale);
+        sincosf(theta, &s, &c);
+        s *= mscale, c *= mscale;
+        const float *h = k + i * kv_dim + (e - d);
+        const float x0 = h[a], x1 = h[b];
+        x = d == a ? fmaf(x0, c, -(x1 * s)) : fmaf(x0, s, x1 * c);
+    }
+    uint8_t *row = (kvi ? vp : kp) + (int64_t)slot[i] * row_bytes;
+    if constexpr (Q8) {
+        const float amax = warp_max(fabsf(x));
+        row[e] = (uint8_t)(int8_t)q8_round(x, q8_inv(amax));
+        if ((threadIdx.x & 31) == 0) ((__half *)(row + kv_dim))[e / 32] = __float2half_rn(amax / 127.0f);
+    } else {
+        ((__half *)row)[e] = __float2half_rn(x);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Attention (see kernels.cu's file comment). A CTA: kv head kvh (query heads h0 ..
 // h0+G-1 that read it), split s (positions p0 .. p0+chunk-1), tokens tl0 ..
@@ -61,6 +114,8 @@ typedef struct {
     float *out;                 // [n, n_heads, D]
     float *part;                // [nt, n_heads, n_splits, D] split outputs, unnormalized
     float2 *ml;                 // [nt, n_heads, n_splits] (max, sum) of each split
+    int8_t *oq;                 // NULL, or out's q8_1 form (k_attn_merge)
+    float2 *ods;
 } attn_args;
 
 // A head's sink logit joins the softmax sum l of a row whose running maximum
@@ -237,23 +292,35 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attention(attn_args a) {
     }
 }
 
-// out = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s over a token's splits.
+// out = Σ_s e^(m_s - M)·O_s / Σ_s e^(m_s - M)·l_s over a token's splits; with
+// a.oq (a decode pass, D % 32 == 0) also out's q8_1 form for the output
+// projection (k_quant_q8_1's values: that launch is saved), a warp per 32 dims.
 __global__ void k_attn_merge(attn_args a) {
     grid_dep_wait();
     const int h = blockIdx.x, tl = blockIdx.y, tok = a.t0 + tl;
     const int nsp = att_splits_of(a.pos[tok] + 1, a.P.chunk);
-    if (nsp <= 1) return;  // written by k_attention
+    if (nsp <= 1 && !a.oq) return;  // written by k_attention
     const int64_t base = ((int64_t)tl * a.n_heads + h) * a.n_splits;
     const float2 *ml = a.ml + base;
-    float M = -INFINITY, L = 0.0f;
-    for (int s = 0; s < nsp; s++) M = fmaxf(M, ml[s].x);
-    for (int s = 0; s < nsp; s++) L += expf(ml[s].x - M) * ml[s].y;
-    const float ms = a.sinks ? sink_fold(a.sinks[h], M, &L) : 1.0f;
-    float *o = a.out + ((int64_t)tok * a.n_heads + h) * a.D;
-    for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < nsp; s++) acc += expf(ml[s].x - M) * a.part[(base + s) * a.D + d];
-        o[d] = L > 0.0f ? acc * ms / L : 0.0f;
+    float M = -INFINITY, L = 0.0f, ms = 1.0f;
+    if (nsp > 1) {
+        for (int s = 0; s < nsp; s++) M = fmaxf(M, ml[s].x);
+        for (int s = 0; s < nsp; s++) L += expf(ml[s].x - M) * ml[s].y;
+        if (a.sinks) ms = sink_fold(a.sinks[h], M, &L);
+    }
+    const int64_t o0 = ((int64_t)tok * a.n_heads + h) * a.D;
+    for (int d0 = threadIdx.x & ~31; d0 < a.D; d0 += blockDim.x) {
+        const int d = d0 + (threadIdx.x & 31);
+        if (d >= a.D) break;  // (only where D % 32 != 0, so never with oq)
+        float v;
+        if (nsp > 1) {
+            float acc = 0.0f;
+            for (int s = 0; s < nsp; s++) acc += expf(ml[s].x - M) * a.part[(base + s) * a.D + d];
+            a.out[o0 + d] = v = L > 0.0f ? acc * ms / L : 0.0f;
+        } else {
+            v = a.out[o0 + d];
+        }
+        if (a.oq) warp_q8_1(v, (o0 + d0) / 32, a.oq, a.ods);
     }
 }
 
@@ -271,6 +338,24 @@ void cuda_kv_store(backend *b, void *kpool, void *vpool, const float *k, const f
     k_kv_store<<<blocks_for(items, 256), 256, 0, b->stream>>>((__half *)kpool, (__half *)vpool, k, v, fb->slot,
                                                                fb->n, kv_dim);
     LAUNCHED("k_kv_store");
+}
+
+void cuda_rope_store(backend *b, float *q, const float *k, const float *v, void *kpool, void *vpool, int n_q,
+                     int n_k, int head_dim, const int32_t *pos, const rope_cfg *rc, const fwd_batch *fb, int kv_type) {
+    act_forget(b);
+    const int kv_dim = n_k * head_dim;
+    if (fb->n <= 0) return;
+    const int64_t q_threads = round_up((int64_t)fb->n * n_q * (rc->n_rot / 2), 32), kv_items = (int64_t)fb->n * 2 * kv_dim;
+    const float theta_scale = powf(rc->base, -2.0f / (float)rc->n_rot);  // cpu.c's value
+    const unsigned grid = blocks_for(q_threads + kv_items, 256);
+    const int64_t rb = (int64_t)kv_row_bytes(kv_type, kv_dim);
+    if (kv_type == KV_Q8)
+        k_rope_store<true><<<grid, 256, 0, b->stream>>>(q, k, v, (uint8_t *)kpool, (uint8_t *)vpool, fb->slot, pos,
+                                                         fb->n, n_q, n_k, head_dim, *rc, theta_scale, q_threads, rb);
+    else
+        k_rope_store<false><<<grid, 256, 0, b->stream>>>(q, k, v, (uint8_t *)kpool, (uint8_t *)vpool, fb->slot, pos,
+                                                          fb->n, n_q, n_k, head_dim, *rc, theta_scale, q_threads, rb);
+    LAUNCHED("k_rope_store");
 }
 
 // Lets k_attention have up to bytes of dynamic shared memory (at init).
@@ -334,6 +419,14 @@ void cuda_attention(backend *b, float *out, const float *q, const void *kpool, c
     a.out = out;
     // a prompt's tokens share K/V tiles; other tokens (one per sequence) go alone
     const int np = fb->n_prompt >= 2 ? (fb->n_prompt < fb->n ? fb->n_prompt : fb->n) : 0;
+    // a decode pass's merge also quantizes out for the output projection
+    act_t oa;
+    const int quantize = fb->n <= MMV_MAX && head_dim % 32 == 0 && a.n_splits > 1;
+    if (quantize) {
+        if (act_buf(b, fb->n, (int64_t)n_heads * head_dim, &oa)) return;
+        a.oq = (int8_t *)oa.q, a.ods = (float2 *)oa.ds;
+    }
     launch_attention(b, a, 0, np, a.P.tq_max);
     launch_attention(b, a, np, fb->n - np, 1);
+    if (quantize && !b->failed) b->act_src = out, b->act_len = (int64_t)fb->n * n_heads * head_dim;
 }

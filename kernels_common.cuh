@@ -207,6 +207,8 @@ void cuda_rope(backend *b, float *q, float *k, int n, int n_q, int n_k, int head
 int attention_allow_smem(backend *b, int bytes);
 void cuda_kv_store(backend *b, void *kpool, void *vpool, const float *k, const float *v, const fwd_batch *fb,
                    int kv_dim, int kv_type);
+void cuda_rope_store(backend *b, float *q, const float *k, const float *v, void *kpool, void *vpool, int n_q,
+                     int n_k, int head_dim, const int32_t *pos, const rope_cfg *rc, const fwd_batch *fb, int kv_type);
 void cuda_attention(backend *b, float *out, const float *q, const void *kpool, const void *vpool,
                     const fwd_batch *fb, int n_heads, int n_kv_heads, int head_dim, int kv_type, const attn_cfg *ac);
 

@@ -83,6 +83,57 @@ __global__ void k_rmsnorm(float *out, float *x, const float *d, const float *__r
     for (int j = tid + RMS_PER * T; j < dim; j += T) rms_out<Q8>(oi, g[j], j, xi[j], scale, blk0, q, ds);
 }
 
+// k_rmsnorm for rows of dim % 256 == 0 up to 8192 (every model width in
+// practice): dim/8 threads, thread t holding elements 8t .. 8t+7 (two float4
+// loads of each of x, d and g), so a q8 block of 32 is four neighbouring
+// lanes: its max and its sum take two shuffles each, not k_rmsnorm's ten per
+// element. Every row of such a width goes here, decode or prompt, so a row's
+// sum of squares is added in one order whatever the pass.
+template <bool Q8>
+__global__ void k_rmsnorm8(float *out, float *x, const float *d, const float *__restrict__ g, int dim, float eps,
+                           int8_t *__restrict__ q, float2 *__restrict__ ds) {
+    grid_dep_wait();
+    __shared__ float red[32];
+    const int tid = threadIdx.x;
+    const int64_t e0 = (int64_t)blockIdx.x * dim + 8 * tid;
+    float v[8], gv[8];
+    const float4 x0 = *(const float4 *)(x + e0), x1 = *(const float4 *)(x + e0 + 4);
+    const float4 g0 = __ldg((const float4 *)(g + 8 * tid)), g1 = __ldg((const float4 *)(g + 8 * tid + 4));
+    v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
+    gv[0] = g0.x, gv[1] = g0.y, gv[2] = g0.z, gv[3] = g0.w, gv[4] = g1.x, gv[5] = g1.y, gv[6] = g1.z, gv[7] = g1.w;
+    if (d) {
+        const float4 d0 = *(const float4 *)(d + e0), d1 = *(const float4 *)(d + e0 + 4);
+        v[0] += d0.x, v[1] += d0.y, v[2] += d0.z, v[3] += d0.w, v[4] += d1.x, v[5] += d1.y, v[6] += d1.z, v[7] += d1.w;
+        *(float4 *)(x + e0) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(x + e0 + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += v[k] * v[k];
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+    float amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = v[k] * scale * gv[k], amax = fmaxf(amax, fabsf(v[k]));
+    *(float4 *)(out + e0) = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(out + e0 + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    if constexpr (Q8) {  // warp_q8_1's values, four lanes to a block
+        for (int o = 1; o < 4; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float inv = q8_inv(amax);
+        uint32_t w[2] = {0, 0};
+        int sum = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int qi = q8_round(v[k], inv);
+            sum += qi;
+            w[k / 4] |= (uint32_t)(uint8_t)(int8_t)qi << 8 * (k % 4);
+        }
+        *(uint2 *)(q + e0) = make_uint2(w[0], w[1]);
+        for (int o = 1; o < 4; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (tid % 4 == 0) ds[e0 / 32] = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
+    }
+}
+
 __global__ void k_add_bias(float *__restrict__ y, const float *__restrict__ bias, int64_t len, int dim) {
     grid_dep_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x)
@@ -178,6 +229,16 @@ static void rmsnorm_launch(backend *b, float *out, float *x, const float *d, con
     const int per_warp = 32 * RMS_PER, warps = (dim + per_warp - 1) / per_warp;
     const int threads = 32 * (warps < 1 ? 1 : warps > 32 ? 32 : warps);
     const float *g = (const float *)w->data;
+    if (dim % 256 == 0 && dim <= 8 * 1024) {
+        act_t a = {};
+        const int q8 = n <= MMV_MAX;
+        if (q8 && act_buf(b, n, dim, &a)) return;
+        if (q8) k_rmsnorm8<true><<<(unsigned)n, dim / 8, 0, b->stream>>>(out, x, d, g, dim, eps, (int8_t *)a.q, (float2 *)a.ds);
+        else k_rmsnorm8<false><<<(unsigned)n, dim / 8, 0, b->stream>>>(out, x, d, g, dim, eps, NULL, NULL);
+        if (LAUNCHED("k_rmsnorm8") || !q8) return;
+        b->act_src = out, b->act_len = (int64_t)n * dim;
+        return;
+    }
     if (n <= MMV_MAX && dim % 32 == 0) {
         act_t a;
         if (act_buf(b, n, dim, &a)) return;

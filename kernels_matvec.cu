@@ -1,31 +1,15 @@
 // kernels_matvec.cu — matmul with few tokens (decode): one kernel per weight
-// type, a warp per weight row (k_matvec; k_matvec_set for up to MV_SET
-// matrices against the same x in one launch), on the q8_1 activation
-// (k_quant_q8_1, cached in SCR_ACT) for quantized weights; the per-type
-// arithmetic is mv_item in kernels_qhd.cuh.
+// type, a warp per weight row, up to MV_SET matrices against the same x in one
+// launch (k_matvec_set), on the q8_1 activation (k_quant_q8_1, cached in
+// SCR_ACT) for quantized weights; the per-type arithmetic is mv_item in
+// kernels_qhd.cuh.
 #include "kernels_common.cuh"
-
-// The warp asks L2 for the whole of a row's bytes up front (prefetches hold
-// no registers), so the item loads below hit L2. Measured on an H100 (8B
-// shape): Q4_K rows of 4096 columns 19.6 -> 14.3 µs, of 14336 columns 27.1 ->
-// 25.5 µs; but Q6_K and Q8_0, whose lanes already load more per item, got
-// slower (Q6_K 24.8 -> 30.0 µs), so only Q4_K/Q5_K rows are prefetched.
-__device__ __forceinline__ void prefetch_row(const uint8_t *p, int64_t bytes) {
-    const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
-#ifndef QUILL_SIMT  // (a hint only: the SIMT emulation has no L2 to fill)
-    for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (threadIdx.x & 31); a < end; a += 128 * 32)
-        asm volatile("prefetch.L2 [%0];" ::"l"(a));
-#else
-    (void)end;
-#endif
-}
 
 // y[t, r] = row r of w · x[t] for t < n <= NT, by one warp.
 template <uint32_t T, int NT>
 __device__ __forceinline__ void mv_row(const uint8_t *__restrict__ w, const dlayout &L, int64_t rows, int64_t r,
                                        const act_t &x, int n, float *__restrict__ y) {
     if (r >= rows) return;
-    if constexpr (T == Q_Q4_K || T == Q_Q5_K) prefetch_row(w + r * L.a_row, L.a_row);
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
@@ -59,17 +43,9 @@ __device__ __forceinline__ void mv_row(const uint8_t *__restrict__ w, const dlay
         for (int t = 0; t < n && t < NT; t++) y[t * rows + r] = acc[t];
 }
 
-// y = x · wᵀ, a warp per row.
-template <uint32_t T, int NT>
-__global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MINB)
-k_matvec(const uint8_t *__restrict__ w, dlayout L, int64_t rows, act_t x, int n, float *__restrict__ y) {
-    grid_dep_wait();
-    mv_row<T, NT>(w, L, rows, (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y, x, n, y);
-}
-
 // Up to MV_SET matrices of one type and width against the same x in one
-// launch (a decode step's Q, K and V, or gate and up): CTAs first[i] .. are
-// matrix i's. Each row is k_matvec's.
+// launch (a decode step's Q, K and V, or gate and up; a single matmul is a set
+// of one): CTAs first[i] .. are matrix i's, MMV_WARPS rows each, a warp a row.
 typedef struct {
     const uint8_t *w[MV_SET];
     dlayout L[MV_SET];
@@ -79,12 +55,17 @@ typedef struct {
     int k;
 } mv_set;
 
+__device__ __forceinline__ int set_matrix(const mv_set &s, unsigned cta) {
+    int i = 0;
+#pragma unroll
+    for (int j = 1; j < MV_SET; j++) i += j < s.k && cta >= s.first[j];
+    return i;
+}
+
 template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MINB) k_matvec_set(mv_set s, act_t x, int n) {
     grid_dep_wait();
-    int i = 0;
-#pragma unroll
-    for (int j = 1; j < MV_SET; j++) i += j < s.k && blockIdx.x >= s.first[j];
+    const int i = set_matrix(s, blockIdx.x);
     mv_row<T, NT>(s.w[i], s.L[i], s.rows[i], (int64_t)(blockIdx.x - s.first[i]) * MMV_WARPS + threadIdx.y, x, n,
                   s.y[i]);
 }
@@ -111,14 +92,20 @@ int act_q8(backend *b, const float *x, int n, int64_t cols, act_t *a) {
 }
 
 template <uint32_t T>
-static void launch_matvec(backend *b, float *y, const qmat *w, const act_t &x, int n) {
-    const dlayout L = dl_make(T, w->rows, w->cols);
-    const dim3 grid(blocks_for(w->rows, MMV_WARPS)), block(32, MMV_WARPS);
+static void launch_matvec_set(backend *b, float *const y[], const qmat *const w[], int k, const act_t &x, int n) {
+    mv_set s = {};
+    unsigned ctas = 0;
+    for (int i = 0; i < k; i++) {
+        s.w[i] = (const uint8_t *)w[i]->data, s.L[i] = dl_make(T, w[i]->rows, w[i]->cols), s.rows[i] = w[i]->rows;
+        s.y[i] = y[i], s.first[i] = ctas, ctas += blocks_for(w[i]->rows, MMV_WARPS);
+    }
+    s.k = k;
+    const dim3 block(32, MMV_WARPS);
     // n == 1 and n > 1 compute every row the same way (see mv_item); the
     // one-token instantiation only saves registers.
-    if (n == 1) k_matvec<T, 1><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, w->rows, x, n, y);
-    else k_matvec<T, MMV_MAX><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, w->rows, x, n, y);
-    LAUNCHED("k_matvec");
+    if (n == 1) k_matvec_set<T, 1><<<ctas, block, 0, b->stream>>>(s, x, n);
+    else k_matvec_set<T, MMV_MAX><<<ctas, block, 0, b->stream>>>(s, x, n);
+    LAUNCHED("k_matvec_set");
 }
 
 // Rows t0 .. n-1 of y = x·wᵀ, each computed as alone.
@@ -133,9 +120,9 @@ void matvec_rows(backend *b, float *y, const qmat *w, const float *x, int t0, in
         act_t ag = a;
         ag.f = a.f + (int64_t)g * cols;
         if (a.q) ag.q = a.q + (int64_t)g * cols, ag.ds = a.ds + (int64_t)g * (cols / 32);
-        float *yg = y + (int64_t)(t0 + g) * rows;
+        float *const yg[1] = {y + (int64_t)(t0 + g) * rows};
         switch (w->type) {
-#define X(T) case T: launch_matvec<T>(b, yg, w, ag, k); break;
+#define X(T) case T: launch_matvec_set<T>(b, yg, &w, 1, ag, k); break;
             FOR_EACH_TYPE(X)
 #undef X
         default: fail(b, "matmul: no CUDA kernel for type %u", w->type); return;
@@ -143,40 +130,37 @@ void matvec_rows(backend *b, float *y, const qmat *w, const float *x, int t0, in
     }
 }
 
-template <uint32_t T>
-static void launch_matvec_set(backend *b, float *const y[], const qmat *const w[], int k, const act_t &x, int n) {
-    mv_set s = {};
-    unsigned ctas = 0;
-    for (int i = 0; i < k; i++) {
-        s.w[i] = (const uint8_t *)w[i]->data, s.L[i] = dl_make(T, w[i]->rows, w[i]->cols), s.rows[i] = w[i]->rows;
-        s.y[i] = y[i], s.first[i] = ctas, ctas += blocks_for(w[i]->rows, MMV_WARPS);
-    }
-    s.k = k;
-    const dim3 block(32, MMV_WARPS);
-    if (n == 1) k_matvec_set<T, 1><<<ctas, block, 0, b->stream>>>(s, x, n);
-    else k_matvec_set<T, MMV_MAX><<<ctas, block, 0, b->stream>>>(s, x, n);
-    LAUNCHED("k_matvec_set");
-}
-
 // backend.h's matmul_set: where every row goes by matvec (a decode pass) and
-// the matrices share a type and a width, one launch for all (the small K and
-// V alone would leave most of the GPU idle); else a matmul each.
+// the matrices share a width, one launch for each type among them (the small
+// K and V alone would leave most of the GPU idle: a Q4_K_M layer's Q and K in
+// Q4_K go together, its V in Q6_K alone); else a matmul each.
 void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
                      int n_joint) {
     int one = k >= 1 && k <= MV_SET && n > 0 && n <= MMV_MAX && gemm_rows(n, n_joint) == 0;
-    for (int i = 1; one && i < k; i++) one = w[i]->type == w[0]->type && w[i]->cols == w[0]->cols;
+    for (int i = 1; one && i < k; i++) one = w[i]->cols == w[0]->cols;
     if (!one) {
         for (int i = 0; i < k; i++) cuda_matmul(b, y[i], w[i], x, n, n_joint);
         return;
     }
     const int64_t cols = w[0]->cols;
     act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
-    if (is_quantized(w[0]->type) && act_q8(b, x, n, cols, &a)) return;
-    switch (w[0]->type) {
-#define X(T) case T: launch_matvec_set<T>(b, y, w, k, a, n); break;
-        FOR_EACH_TYPE(X)
+    int quantized = 0;
+    for (int i = 0; i < k; i++) quantized |= is_quantized(w[i]->type);
+    if (quantized && act_q8(b, x, n, cols, &a)) return;
+    int done[MV_SET] = {0};
+    for (int i = 0; i < k; i++) {
+        if (done[i]) continue;
+        float *yg[MV_SET];
+        const qmat *wg[MV_SET];
+        int g = 0;
+        for (int j = i; j < k; j++)
+            if (!done[j] && w[j]->type == w[i]->type) yg[g] = y[j], wg[g++] = w[j], done[j] = 1;
+        switch (w[i]->type) {
+#define X(T) case T: launch_matvec_set<T>(b, yg, wg, g, a, n); break;
+            FOR_EACH_TYPE(X)
 #undef X
-    default: fail(b, "matmul: no CUDA kernel for type %u", w[0]->type); return;
+        default: fail(b, "matmul: no CUDA kernel for type %u", w[i]->type); return;
+        }
     }
     for (int i = 0; i < k; i++) act_written(b, y[i], sizeof(float) * (size_t)n * w[i]->rows);
 }

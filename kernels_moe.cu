@@ -7,7 +7,7 @@
 // Mixture of experts (backend.h's moe_matmul): CTA row blockIdx.y takes the
 // blockIdx.y-th active expert e, a warp weight row r of e, against each of
 // e's sorted rows x[offsets[e] ..) in groups of NT; w stacks the experts'
-// matrices (row e·per_exp + r). The arithmetic per row is k_matvec's, so a
+// matrices (row e·per_exp + r). The arithmetic per row is k_matvec_set's, so a
 // row equals the row computed alone.
 template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS)

@@ -92,6 +92,16 @@ QHD uint4 ld16(const void *p) {  // p 16-byte aligned
 #endif
 }
 
+QHD float4 ld_f4(const void *p) {  // p 16-byte aligned
+#ifdef __CUDA_ARCH__
+    return __ldg((const float4 *)p);
+#else
+    float4 v;
+    memcpy(&v, p, 16);
+    return v;
+#endif
+}
+
 QHD uint32_t ld32(const void *p) {  // p 4-byte aligned
 #ifdef __CUDA_ARCH__
     return __ldg((const unsigned int *)p);
@@ -121,6 +131,30 @@ QHD int dp4a(uint32_t a, uint32_t b, int c) {
 #else
     for (int k = 0; k < 4; k++) c += (int8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k);
     return c;
+#endif
+}
+
+// dp4a with a's bytes unsigned (b's signed).
+QHD int dp4a_us(uint32_t a, uint32_t b, int c) {
+#if defined(__CUDA_ARCH__) && !defined(QUILL_SIMT)
+    int r;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#else
+    for (int k = 0; k < 4; k++) c += (int)(uint8_t)(a >> 8 * k) * (int8_t)(b >> 8 * k);
+    return c;
+#endif
+}
+
+// Byte k of the result: byte (s >> 4k) & 7 of the eight bytes y:x (no sign replication).
+QHD uint32_t bperm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(x, y, s);
+#else
+    const uint64_t v = (uint64_t)y << 32 | x;
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) r |= (uint32_t)(v >> 8 * ((s >> 4 * k) & 7) & 0xff) << 8 * k;
+    return r;
 #endif
 }
 
@@ -291,14 +325,15 @@ static inline void dl_pack_row(uint32_t type, const uint8_t *src, int64_t cols, 
 // The 6-bit scale and min of sub-block s of a Q4_K/Q5_K block, from its 12
 // scale bytes as three little-endian words (see quant.c's k4_scale_words).
 QHD void k4_scale_min(int s, uint32_t w0, uint32_t w1, uint32_t w2, int *sc, int *mn) {
-    if (s < 4) {
-        *sc = (w0 >> 8 * s) & 63;
-        *mn = (w1 >> 8 * s) & 63;
-    } else {
-        const int j = s - 4;
-        *sc = ((w2 >> 8 * j) & 15) | ((w0 >> (8 * j + 6)) & 3) << 4;
-        *mn = ((w2 >> (8 * j + 4)) & 15) | ((w1 >> (8 * j + 6)) & 3) << 4;
-    }
+    // both forms, then a select: a branch on s would split the warp (its
+    // lanes take different sub-blocks) and keep the loads that follow from
+    // being issued early
+    const int sh = 8 * (s & 3);
+    const int sc_lo = (w0 >> sh) & 63, mn_lo = (w1 >> sh) & 63;
+    const int sc_hi = ((w2 >> sh) & 15) | ((w0 >> (sh + 6)) & 3) << 4;
+    const int mn_hi = ((w2 >> (sh + 4)) & 15) | ((w1 >> (sh + 6)) & 3) << 4;
+    *sc = s < 4 ? sc_lo : sc_hi;
+    *mn = s < 4 ? mn_lo : mn_hi;
 }
 
 // Elements 32g .. 32g+31 of row r, as floats (elements past cols read 0).
@@ -512,7 +547,7 @@ QHD void mv_float(const uint8_t *A, int64_t it, const act_t &x, int n, float acc
         wv[k] = T == Q_F32 ? bits_f(u4(raw, k)) : T == Q_F16 ? half_at(raw, k) : bhalf_at(raw, k);
     const bool whole = x.f_vec && e0 + per <= cols;
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
         const float *xf = x.f + t * cols + e0;
         float xv[per];
         if (whole) {
@@ -540,7 +575,7 @@ QHD void mv_q8_0(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x,
     const float d = h2f(ld_u16(B + 2 * it));
     const int64_t nb = x.cols / 32;
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
         const int8_t *xq = x.q + t * x.cols + 32 * it;
         const uint4 a0 = ld16(xq), a1 = ld16(xq + 16);
         int s = 0;
@@ -576,7 +611,7 @@ QHD void mv_block32(const uint8_t *A, const uint8_t *B, int64_t it, const act_t 
     }
     const int64_t nb = x.cols / 32;
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
         const int s = dot32(lo, hi, x.q + t * x.cols + 32 * it);
         const float2 ds = x.ds[t * nb + it];
         if constexpr (T == Q_Q4_0) acc[t] += d * (ds.x * (float)s - 8.0f * ds.y);
@@ -585,10 +620,22 @@ QHD void mv_block32(const uint8_t *A, const uint8_t *B, int64_t it, const act_t 
     }
 }
 
+// The scales and mins of sub-blocks 2c and 2c+1 of a Q4_K/Q5_K block (its
+// scale words w0..w2, as k4_scale_min takes them) in bytes 0 and 1 of sc and
+// mn: the two bytes of each word gathered by one byte permute, both forms
+// computed and one chosen, without a branch.
+QHD void k4_scale_min2(int c, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t &sc, uint32_t &mn) {
+    const uint32_t sel = c & 1 ? 0x4432 : 0x4410;  // bytes 2(c&1) and 2(c&1)+1, then zeros
+    const uint32_t b0 = bperm(w0, 0, sel), b1 = bperm(w1, 0, sel), b2 = bperm(w2, 0, sel);
+    sc = c < 2 ? b0 & 0x3f3f : (b2 & 0x0f0f) | ((b0 >> 2) & 0x3030);
+    mn = c < 2 ? b1 & 0x3f3f : ((b2 >> 4) & 0x0f0f) | ((b1 >> 2) & 0x3030);
+}
+
 // Q4_K, Q5_K: item = (super-block kb, quant chunk c): the 32 bytes of qs that
 // hold sub-blocks 2c (low nibbles) and 2c+1 (high), so a lane loads the
 // header and decodes the two scales once per 64 weights. Per sub-block s:
-// d·sc[s]·dx·Σq·qx - dmin·mn[s]·s_x.
+// d·dx·(sc[s]·Σq·qx) - dmin·mn[s]·s_x. Q4_K's high nibbles stay in place
+// (16·q, unsigned bytes) and the sum is shifted once, exactly.
 template <uint32_t T, int NT>
 QHD void mv_k45(const uint8_t *A, int64_t it, const act_t &x, int n, float acc[NT]) {
     constexpr int bytes = T == Q_Q4_K ? 144 : 176, qs_off = T == Q_Q4_K ? 16 : 48;
@@ -599,39 +646,46 @@ QHD void mv_k45(const uint8_t *A, int64_t it, const act_t &x, int n, float acc[N
     uint4 qh0 = make_uint4(0, 0, 0, 0), qh1 = qh0;
     if constexpr (T == Q_Q5_K) qh0 = ld16(blk + 16), qh1 = ld16(blk + 32);
     const float d = h2f(hd.x & 0xffff), dmin = h2f(hd.x >> 16);
-    int sc0, mn0, sc1, mn1;
-    k4_scale_min(s0, hd.y, hd.z, hd.w, &sc0, &mn0);
-    k4_scale_min(s1, hd.y, hd.z, hd.w, &sc1, &mn1);
+    uint32_t scs, mns;
+    k4_scale_min2(c, hd.y, hd.z, hd.w, scs, mns);
+    const int sc0 = scs & 0xff, sc1 = scs >> 8;
+    const float mn0 = (float)(mns & 0xff), mn1 = (float)(mns >> 8);
     uint32_t lo[8] = {0}, hi[8] = {0};  // (set below; g++ -O3 for the SIMT build cannot tell)
     for (int k = 0; k < 8; k++) {
         const uint32_t q = u4(k < 4 ? qv0 : qv1, k & 3);
         lo[k] = q & 0x0F0F0F0F;
-        hi[k] = (q >> 4) & 0x0F0F0F0F;
-        if constexpr (T == Q_Q5_K) {
+        if constexpr (T == Q_Q4_K) {
+            hi[k] = q & 0xF0F0F0F0;
+        } else {
             const uint32_t qh = u4(k < 4 ? qh0 : qh1, k & 3);
             lo[k] |= ((qh >> s0) & 0x01010101) << 4;
-            hi[k] |= ((qh >> s1) & 0x01010101) << 4;
+            hi[k] = ((q >> 4) & 0x0F0F0F0F) | ((qh >> s1) & 0x01010101) << 4;
         }
     }
-    const int64_t nb = x.cols / 32, b0 = 8 * kb + s0, b1 = b0 + 1;
+    const int64_t nb = x.cols / 32, b0 = 8 * kb + s0;
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
-        const int8_t *xq = x.q + t * x.cols;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
+        const int8_t *xq = x.q + t * x.cols + 32 * b0;
+        const uint4 a0 = ld16(xq), a1 = ld16(xq + 16), a2 = ld16(xq + 32), a3 = ld16(xq + 48);
+        const float4 ds = ld_f4(x.ds + t * nb + b0);  // (b0 even) ds[b0], ds[b0 + 1]
         int i0 = 0, i1 = 0;
-        for (int hh = 0; hh < 2; hh++) {
-            const uint4 a0 = ld16(xq + 32 * b0 + 16 * hh), a1 = ld16(xq + 32 * b1 + 16 * hh);
-            for (int k = 0; k < 4; k++) i0 = dp4a(lo[4 * hh + k], u4(a0, k), i0);
-            for (int k = 0; k < 4; k++) i1 = dp4a(hi[4 * hh + k], u4(a1, k), i1);
+        for (int k = 0; k < 4; k++) i0 = dp4a(lo[k], u4(a0, k), i0);
+        for (int k = 0; k < 4; k++) i0 = dp4a(lo[4 + k], u4(a1, k), i0);
+        if constexpr (T == Q_Q4_K) {
+            for (int k = 0; k < 4; k++) i1 = dp4a_us(hi[k], u4(a2, k), i1);
+            for (int k = 0; k < 4; k++) i1 = dp4a_us(hi[4 + k], u4(a3, k), i1);
+            i1 >>= 4;
+        } else {
+            for (int k = 0; k < 4; k++) i1 = dp4a(hi[k], u4(a2, k), i1);
+            for (int k = 0; k < 4; k++) i1 = dp4a(hi[4 + k], u4(a3, k), i1);
         }
-        const float2 ds0 = x.ds[t * nb + b0], ds1 = x.ds[t * nb + b1];
-        acc[t] += d * ((float)sc0 * ds0.x * (float)i0 + (float)sc1 * ds1.x * (float)i1) -
-                  dmin * ((float)mn0 * ds0.y + (float)mn1 * ds1.y);
+        acc[t] += d * (ds.x * (float)(sc0 * i0) + ds.z * (float)(sc1 * i1)) - dmin * (mn0 * ds.y + mn1 * ds.w);
     }
 }
 
 // Q6_K: item = (super-block kb, half h, l16): 64 elements 128h + 32k + 16·l16
 // + i (k < 4, i < 16), i.e. 16 of each of four groups of 16 (scales[8h+2k+l16]).
-// q - 32 is formed per byte, so the integer dot needs no correction.
+// The codes q (0..63) are dotted unsigned and 32·Σqx taken off after: Σ(q - 32)·qx.
 template <int NT>
 QHD void mv_q6_k(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x, int n, float acc[NT]) {
     const int64_t kb = it >> 2;
@@ -644,23 +698,22 @@ QHD void mv_q6_k(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x,
     int sc[4];
     for (int k = 0; k < 4; k++) {
         const uint4 &src = (k & 1) ? qb : qa;
-        for (int i = 0; i < 4; i++) {
-            const uint32_t v = ((u4(src, i) >> 4 * (k >> 1)) & 0x0F0F0F0F) | ((u4(qhv, i) >> 2 * k) & 0x03030303) << 4;
-            q[k][i] = vsub4(v, 0x20202020);
-        }
+        for (int i = 0; i < 4; i++)
+            q[k][i] = ((u4(src, i) >> 4 * (k >> 1)) & 0x0F0F0F0F) | ((u4(qhv, i) >> 2 * k) & 0x03030303) << 4;
         const int g = 8 * h + 2 * k + l16;
         sc[k] = (int8_t)(u4(sv, g / 4) >> 8 * (g % 4));
     }
-    const int64_t nb = x.cols / 32;
+    const int64_t nb = x.cols / 32, b0 = 8 * kb + 4 * h;  // the item's four blocks of 32: b0 .. b0+3
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
+        const float4 ds01 = ld_f4(x.ds + t * nb + b0), ds23 = ld_f4(x.ds + t * nb + b0 + 2);
+        const float dx[4] = {ds01.x, ds01.z, ds23.x, ds23.z};
         float v = 0.0f;
         for (int k = 0; k < 4; k++) {
-            const int64_t blk32 = 8 * kb + 4 * h + k;
-            const uint4 a = ld16(x.q + t * x.cols + 32 * blk32 + 16 * l16);
-            int s = 0;
-            for (int i = 0; i < 4; i++) s = dp4a(q[k][i], u4(a, i), s);
-            v += (float)sc[k] * x.ds[t * nb + blk32].x * (float)s;
+            const uint4 a = ld16(x.q + t * x.cols + 32 * (b0 + k) + 16 * l16);
+            int s = 0, z = 0;
+            for (int i = 0; i < 4; i++) s = dp4a_us(q[k][i], u4(a, i), s), z = dp4a(0x20202020, u4(a, i), z);
+            v += (float)sc[k] * dx[k] * (float)(s - z);
         }
         acc[t] += d * v;
     }
@@ -679,7 +732,7 @@ QHD void mv_lut(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x, 
     }
     const int64_t nb = x.cols / 32;
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
         acc[t] += d * x.ds[t * nb + it].x * (float)dot32(lo, hi, x.q + t * x.cols + 32 * it);
     }
 }
@@ -718,7 +771,7 @@ QHD void mv_k23(const uint8_t *A, const uint8_t *B, int64_t it, const act_t &x, 
     }
     const int64_t nb = x.cols / 32;
     for (int t = 0; t < NT; t++) {
-        if (t >= n) break;
+        if (t && t >= n) break;  // (n >= 1: no test when NT == 1)
         float v = 0.0f;
         for (int j = 0; j < 4; j++) {
             const int64_t blk32 = 8 * kb + 4 * h + j;

@@ -504,11 +504,16 @@ static void attention_block(model *m, const layer_weights *L, int l, int n, cons
         o->rmsnorm(b, m->q, m->q, &L->q_norm, n * c->n_heads, hd, c->rms_eps);
         o->rmsnorm(b, m->k, m->k, &L->k_norm, n * c->n_kv_heads, hd, c->rms_eps);
     }
-    o->rope(b, m->q, m->k, n, c->n_heads, c->n_kv_heads, hd, m->fb.pos, &L->rope);
     const int slides = L->att.window > 0, li = m->layer_idx[l];
     const kvcache *kv = slides ? &m->kv_swa : &m->kv;
     const fwd_batch *fb = slides ? &m->fb_swa : &m->fb;
-    o->kv_store(b, kv->k[li], kv->v[li], m->k, m->v, fb, kvd, kv->type);
+    if (o->rope_store) {
+        o->rope_store(b, m->q, m->k, m->v, kv->k[li], kv->v[li], c->n_heads, c->n_kv_heads, hd, m->fb.pos, &L->rope,
+                      fb, kv->type);
+    } else {
+        o->rope(b, m->q, m->k, n, c->n_heads, c->n_kv_heads, hd, m->fb.pos, &L->rope);
+        o->kv_store(b, kv->k[li], kv->v[li], m->k, m->v, fb, kvd, kv->type);
+    }
     o->attention(b, m->att, m->q, kv->k[li], kv->v[li], fb, c->n_heads, c->n_kv_heads, hd, kv->type, &L->att);
     o->matmul(b, m->xb, &L->wo, m->att, n, joint);
     if (L->bo.data) o->add_bias(b, m->xb, &L->bo, n, c->dim);

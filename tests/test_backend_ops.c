@@ -180,6 +180,25 @@ static void test_embed(ctx *x, rng_t *r) {
     }
 }
 
+// An op that wrote dout ([n, cols], on the device) may leave its q8_1 form for
+// the matmul that reads it next: that matmul (Q4_0) must equal one of a copy,
+// which is quantized anew.
+static int matmul_after_ok(ctx *x, rng_t *r, const float *dout, int n, int64_t cols) {  // cols % 32 == 0
+    qmat wc, wg;
+    make_weight(x, r, Q_Q4_0, 40, cols, &wc, &wg);  // (its arithmetic reads both d and s of the q8_1 form)
+    const size_t ob = sizeof(float) * n * cols, yb = sizeof(float) * n * 40;
+    float *y1 = dev_copy(x, NULL, yb), *y2 = dev_copy(x, NULL, yb);
+    x->G->matmul(x->gb, y1, &wg, dout, n, 0);
+    float *ho = host_copy(x, dout, ob), *c = dev_copy(x, ho, ob);
+    x->G->matmul(x->gb, y2, &wg, c, n, 0);
+    float *h1 = host_copy(x, y1, yb), *h2 = host_copy(x, y2, yb);
+    const int same = gpu_ok(x, "matmul after an op") && !memcmp(h1, h2, yb);
+    void *dev[] = {y1, y2, c};
+    for (int i = 0; i < 3; i++) x->G->release(x->gb, dev[i]);
+    free(ho), free(h1), free(h2), free((void *)wc.data);
+    return same;
+}
+
 static void test_rmsnorm(ctx *x, rng_t *r) {
     const int dims[] = {1, 7, 64, 1001, 4096}, ns[] = {1, 5, 24};
     for (int di = 0; di < 5; di++)
@@ -202,11 +221,12 @@ static void test_rmsnorm(ctx *x, rng_t *r) {
 }
 
 // add_rmsnorm(out == d, as the model runs it) equals add then rmsnorm, bit for
-// bit, on each backend; the device's equals the CPU's within rounding. 10240
-// is wider than k_rmsnorm keeps in registers.
+// bit, on each backend; the device's equals the CPU's within rounding; the
+// matmul that reads the output next equals one of a copy. 4096 and 8192 take
+// the device's vector kernel, 10240 is wider than k_rmsnorm keeps in registers.
 static void test_add_rmsnorm(ctx *x, rng_t *r) {
-    const int dims[] = {64, 1001, 4096, 10240}, ns[] = {1, 5, 24};
-    for (int di = 0; di < 4; di++)
+    const int dims[] = {64, 1001, 4096, 8192, 10240}, ns[] = {1, 5, 24};
+    for (int di = 0; di < 5; di++)
         for (int ni = 0; ni < 3; ni++) {
             const int dim = dims[di], n = ns[ni];
             const size_t len = (size_t)n * dim, bytes = sizeof(float) * len;
@@ -232,6 +252,9 @@ static void test_add_rmsnorm(ctx *x, rng_t *r) {
                           !memcmp(ho1, ho2, bytes) && nmse(ho2, d2, len) < 1e-12 && !memcmp(hx2, x2, bytes),
                       "add_rmsnorm %d x %d: equals add then rmsnorm bit for bit on both backends; device nmse %.3g",
                       n, dim, nmse(ho2, d2, len));
+            if (dim % 32 == 0)
+                check(matmul_after_ok(x, r, gd2, n, dim), "add_rmsnorm %d x %d, then a Q4_0 matmul of its output: equal "
+                  "bit for bit to one of a copy", n, dim);
             void *dev[] = {gx1, gd, go1, gx2, gd2, (void *)wg.data};
             for (int i = 0; i < 6; i++) x->G->release(x->gb, dev[i]);
             void *host[] = {xv, dv, g, x1, o1, x2, d2, hx1, ho1, hx2, ho2};
@@ -263,6 +286,40 @@ static void test_elementwise(ctx *x, rng_t *r) {
         x->G->release(x->gb, da), x->G->release(x->gb, db), x->G->release(x->gb, dbias);
         free(a), free(b), free(bias), free(ga), free(gb);
     }
+}
+
+// The device's rope_store against its rope then kv_store, on random q, k, v
+// of n tokens stored to scattered pool rows.
+static int rope_store_ok(ctx *x, rng_t *r, int n, int heads, int kv_heads, int hd, const int32_t *dpos,
+                         const rope_cfg *rg, int kt) {
+    const int kv_dim = kv_heads * hd, rows = 3 * n + 2;
+    const size_t nq = (size_t)n * heads * hd, nk = (size_t)n * kv_dim, rb = kv_row_bytes(kt, kv_dim);
+    float *h = xmalloc(sizeof(float) * (nq + 2 * nk));
+    for (size_t i = 0; i < nq + 2 * nk; i++) h[i] = gauss(r);
+    int32_t slot[64];
+    for (int i = 0; i < n; i++) slot[i] = 3 * (n - 1 - i) + 1;
+    int32_t *dslot = dev_copy(x, slot, sizeof(int32_t) * n);
+    const fwd_batch fb = {.n = n, .slot = dslot};
+    float *a = dev_copy(x, h, sizeof(float) * (nq + 2 * nk)), *b = dev_copy(x, h, sizeof(float) * (nq + 2 * nk));
+    void *pools[4], *zero = calloc(rows, rb);
+    if (!zero) abort();
+    for (int i = 0; i < 4; i++) pools[i] = dev_copy(x, zero, rb * rows);
+    free(zero);
+    x->G->rope(x->gb, a, a + nq, n, heads, kv_heads, hd, dpos, rg);
+    x->G->kv_store(x->gb, pools[0], pools[1], a + nq, a + nq + nk, &fb, kv_dim, kt);
+    x->G->rope_store(x->gb, b, b + nq, b + nq + nk, pools[2], pools[3], heads, kv_heads, hd, dpos, rg, &fb, kt);
+    float *ha = host_copy(x, a, sizeof(float) * nq), *hb = host_copy(x, b, sizeof(float) * (nq + 2 * nk));
+    int same = gpu_ok(x, "rope_store") && !memcmp(ha, hb, sizeof(float) * nq) &&
+               !memcmp(hb + nq, h + nq, sizeof(float) * 2 * nk);
+    for (int i = 0; i < 2; i++) {
+        uint8_t *p1 = host_copy(x, pools[i], rb * rows), *p2 = host_copy(x, pools[i + 2], rb * rows);
+        same &= !memcmp(p1, p2, rb * rows);
+        free(p1), free(p2);
+    }
+    for (int i = 0; i < 4; i++) x->G->release(x->gb, pools[i]);
+    x->G->release(x->gb, a), x->G->release(x->gb, b), x->G->release(x->gb, dslot);
+    free(h), free(ha), free(hb);
+    return same;
 }
 
 static void test_rope(ctx *x, rng_t *r) {
@@ -300,6 +357,11 @@ static void test_rope(ctx *x, rng_t *r) {
                       "rope head_dim %d n_rot %d neox %d scaled %d yarn %d: nmse %.3g; q and k together equal each "
                       "alone, bit for bit", hd, n_rot, variant & 1, (variant & 2) != 0, (variant & 8) != 0,
                       nmse(got, v, nq + nk));
+            for (int kt = KV_F16; kt <= KV_Q8 && x->G->rope_store; kt++)
+                check(rope_store_ok(x, r, n, heads, kv_heads, hd, dpos, &rg, kt),
+                      "rope_store (%s) head_dim %d n_rot %d neox %d scaled %d yarn %d: q and the pools equal rope "
+                      "then kv_store's bit for bit, k unchanged", kt == KV_Q8 ? "q8" : "f16", hd, n_rot, variant & 1,
+                      (variant & 2) != 0, (variant & 8) != 0);
             x->G->release(x->gb, dpos), x->G->release(x->gb, dv), x->G->release(x->gb, dv1);
             if (dff) x->G->release(x->gb, dff);
             free(v), free(v1), free(got), free(got1);
@@ -398,14 +460,15 @@ static void test_matmul_type(ctx *x, rng_t *r, uint32_t t) {
     }
 }
 
-// matmul_set (Q, K, V of one type in one launch or parallel section; a set
-// of mixed types, or a prompt, a matmul each) equals the matmuls one by one,
-// bit for bit, on each backend.
+// matmul_set (Q, K, V of one type in one launch or parallel section; mixed
+// types a launch per type on the GPU; a prompt a matmul each) equals the
+// matmuls one by one, bit for bit, on each backend.
 static void test_matmul_set(ctx *x, rng_t *r) {
     if (!x->G->matmul_set || !x->C->matmul_set) return;
     const struct { uint32_t t[3]; int k, n, n_joint; } cases[] = {
         {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 1, 0}, {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 5, 0}, {{Q_Q8_0, Q_Q8_0}, 2, 1, 1},
         {{Q_Q4_K, Q_Q4_K, Q_Q6_K}, 3, 2, 0}, {{Q_F16, Q_F16, Q_F16}, 3, 3, 0},    {{Q_Q4_0, Q_Q4_0}, 2, 20, 20},
+        {{Q_Q4_K, Q_Q6_K, Q_Q4_K}, 3, 1, 0}, {{Q_F16, Q_Q8_0, Q_F16}, 3, 4, 0},
     };
     const int64_t cols = 512, rows[3] = {384, 128, 128};
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
@@ -655,6 +718,16 @@ static void test_attention_shape(ctx *x, rng_t *r, int n_heads, int n_kv, int hd
         free(p1), free(p2), free(p3);
         check(same, "attention %s %d/%d heads x %d: tokens alone, in a prompt cut at 64 and in the pass equal bit "
               "for bit", tn, n_heads, n_kv, hd);
+        // a decode pass's attention may leave its output's q8_1 form for the output projection
+        void *dev6[5];
+        fwd_batch fb = att_batch(x, &a, 64, 6, 6, dev6);
+        float *o6 = dev_copy(x, NULL, sizeof(float) * 6 * qrow);
+        x->G->attention(x->gb, o6, dq + 64 * qrow, dk, dv, &fb, n_heads, n_kv, hd, kv_type, &acg);
+        check(matmul_after_ok(x, r, o6, 6, (int64_t)qrow),
+              "attention %s %d/%d heads x %d, then a Q4_0 matmul of its output: equal bit for bit to one of a copy", tn,
+              n_heads, n_kv, hd);
+        att_batch_free(x, dev6);
+        x->G->release(x->gb, o6);
     }
     att_batch_free(x, dev);
     void *bufs[] = {dk, dv, dkn, dvn, dq, dsinks};
