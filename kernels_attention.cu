@@ -1,7 +1,7 @@
 // kernels_attention.cu — the paged KV cache's writes (k_kv_store, fp16 or q8
-// rows) and split-K ("flash-decoding") attention (k_attention, then
-// k_attn_merge over the splits); the plan and addressing are in
-// kernels_qhd.cuh (att_make_plan, kv_row).
+// rows; k_rope_store: rope on the way) and split-K ("flash-decoding")
+// attention (k_attention, then k_attn_merge over the splits); the plan and
+// addressing are in kernels_qhd.cuh (att_make_plan, kv_row).
 #include "kernels_common.cuh"
 
 // fp16 rows: one thread per value (of K and of V).

@@ -43,15 +43,18 @@ __device__ __forceinline__ void mv_row(const uint8_t *__restrict__ w, const dlay
         for (int t = 0; t < n && t < NT; t++) y[t * rows + r] = acc[t];
 }
 
-// Up to MV_SET matrices of one type and width against the same x in one
-// launch (a decode step's Q, K and V, or gate and up; a single matmul is a set
-// of one): CTAs first[i] .. are matrix i's, MMV_WARPS rows each, a warp a row.
+// Up to MV_SET matrices of one width against the same x in one launch (a
+// decode step's Q, K and V, or gate and up; a single matmul is a set of one):
+// CTAs first[i] .. are matrix i's, MMV_WARPS rows each, a warp a row. The
+// matrices are of type T, or T2 where alt[i] (k_matvec_set<T, T2> is
+// instantiated for the pairs a K-quant mix puts together: Q4_K_M's V in Q6_K).
 typedef struct {
     const uint8_t *w[MV_SET];
     dlayout L[MV_SET];
     int64_t rows[MV_SET];
     float *y[MV_SET];
     unsigned first[MV_SET];
+    unsigned char alt[MV_SET];
     int k;
 } mv_set;
 
@@ -62,12 +65,14 @@ __device__ __forceinline__ int set_matrix(const mv_set &s, unsigned cta) {
     return i;
 }
 
-template <uint32_t T, int NT>
+template <uint32_t T, uint32_t T2, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MINB) k_matvec_set(mv_set s, act_t x, int n) {
     grid_dep_wait();
     const int i = set_matrix(s, blockIdx.x);
-    mv_row<T, NT>(s.w[i], s.L[i], s.rows[i], (int64_t)(blockIdx.x - s.first[i]) * MMV_WARPS + threadIdx.y, x, n,
-                  s.y[i]);
+    const int64_t r = (int64_t)(blockIdx.x - s.first[i]) * MMV_WARPS + threadIdx.y;
+    if constexpr (T2 != T)
+        if (s.alt[i]) return mv_row<T2, NT>(s.w[i], s.L[i], s.rows[i], r, x, n, s.y[i]);
+    mv_row<T, NT>(s.w[i], s.L[i], s.rows[i], r, x, n, s.y[i]);
 }
 
 // x [n, cols] → q8_1; one warp per block of 32 (blocks never straddle rows:
@@ -91,20 +96,21 @@ int act_q8(backend *b, const float *x, int n, int64_t cols, act_t *a) {
     return 0;
 }
 
-template <uint32_t T>
+template <uint32_t T, uint32_t T2 = T>
 static void launch_matvec_set(backend *b, float *const y[], const qmat *const w[], int k, const act_t &x, int n) {
     mv_set s = {};
     unsigned ctas = 0;
     for (int i = 0; i < k; i++) {
-        s.w[i] = (const uint8_t *)w[i]->data, s.L[i] = dl_make(T, w[i]->rows, w[i]->cols), s.rows[i] = w[i]->rows;
-        s.y[i] = y[i], s.first[i] = ctas, ctas += blocks_for(w[i]->rows, MMV_WARPS);
+        s.w[i] = (const uint8_t *)w[i]->data, s.L[i] = dl_make(w[i]->type, w[i]->rows, w[i]->cols);
+        s.rows[i] = w[i]->rows, s.y[i] = y[i], s.alt[i] = w[i]->type != T;
+        s.first[i] = ctas, ctas += blocks_for(w[i]->rows, MMV_WARPS);
     }
     s.k = k;
     const dim3 block(32, MMV_WARPS);
     // n == 1 and n > 1 compute every row the same way (see mv_item); the
     // one-token instantiation only saves registers.
-    if (n == 1) k_matvec_set<T, 1><<<ctas, block, 0, b->stream>>>(s, x, n);
-    else k_matvec_set<T, MMV_MAX><<<ctas, block, 0, b->stream>>>(s, x, n);
+    if (n == 1) k_matvec_set<T, T2, 1><<<ctas, block, 0, b->stream>>>(s, x, n);
+    else k_matvec_set<T, T2, MMV_MAX><<<ctas, block, 0, b->stream>>>(s, x, n);
     LAUNCHED("k_matvec_set");
 }
 
@@ -131,9 +137,9 @@ void matvec_rows(backend *b, float *y, const qmat *w, const float *x, int t0, in
 }
 
 // backend.h's matmul_set: where every row goes by matvec (a decode pass) and
-// the matrices share a width, one launch for each type among them (the small
-// K and V alone would leave most of the GPU idle: a Q4_K_M layer's Q and K in
-// Q4_K go together, its V in Q6_K alone); else a matmul each.
+// the matrices share a width, one launch (two types at most: Q4_K or Q5_K with
+// Q6_K, a K-quant mix's V), else one for each type among them; a prompt, a
+// matmul each.
 void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
                      int n_joint) {
     int one = k >= 1 && k <= MV_SET && n > 0 && n <= MMV_MAX && gemm_rows(n, n_joint) == 0;
@@ -144,22 +150,30 @@ void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k,
     }
     const int64_t cols = w[0]->cols;
     act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
-    int quantized = 0;
-    for (int i = 0; i < k; i++) quantized |= is_quantized(w[i]->type);
-    if (quantized && act_q8(b, x, n, cols, &a)) return;
-    int done[MV_SET] = {0};
+    int quantized = 0, k4 = 0, k5 = 0, k6 = 0;
     for (int i = 0; i < k; i++) {
-        if (done[i]) continue;
-        float *yg[MV_SET];
-        const qmat *wg[MV_SET];
-        int g = 0;
-        for (int j = i; j < k; j++)
-            if (!done[j] && w[j]->type == w[i]->type) yg[g] = y[j], wg[g++] = w[j], done[j] = 1;
-        switch (w[i]->type) {
+        const uint32_t t = w[i]->type;
+        quantized |= is_quantized(t), k4 += t == Q_Q4_K, k5 += t == Q_Q5_K, k6 += t == Q_Q6_K;
+    }
+    if (quantized && act_q8(b, x, n, cols, &a)) return;
+    if (k6 && k6 < k && (k4 == k - k6 || k5 == k - k6)) {
+        if (k4) launch_matvec_set<Q_Q4_K, Q_Q6_K>(b, y, w, k, a, n);
+        else launch_matvec_set<Q_Q5_K, Q_Q6_K>(b, y, w, k, a, n);
+    } else {
+        int done[MV_SET] = {0};
+        for (int i = 0; i < k; i++) {
+            if (done[i]) continue;
+            float *yg[MV_SET];
+            const qmat *wg[MV_SET];
+            int g = 0;
+            for (int j = i; j < k; j++)
+                if (!done[j] && w[j]->type == w[i]->type) yg[g] = y[j], wg[g++] = w[j], done[j] = 1;
+            switch (w[i]->type) {
 #define X(T) case T: launch_matvec_set<T>(b, yg, wg, g, a, n); break;
-            FOR_EACH_TYPE(X)
+                FOR_EACH_TYPE(X)
 #undef X
-        default: fail(b, "matmul: no CUDA kernel for type %u", w[i]->type); return;
+            default: fail(b, "matmul: no CUDA kernel for type %u", w[i]->type); return;
+            }
         }
     }
     for (int i = 0; i < k; i++) act_written(b, y[i], sizeof(float) * (size_t)n * w[i]->rows);

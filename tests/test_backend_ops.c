@@ -460,15 +460,16 @@ static void test_matmul_type(ctx *x, rng_t *r, uint32_t t) {
     }
 }
 
-// matmul_set (Q, K, V of one type in one launch or parallel section; mixed
-// types a launch per type on the GPU; a prompt a matmul each) equals the
-// matmuls one by one, bit for bit, on each backend.
+// matmul_set (Q, K, V of one type in one launch or parallel section; on the
+// GPU Q4_K or Q5_K with Q6_K in one launch too, other mixes a launch per type;
+// a prompt a matmul each) equals the matmuls one by one, bit for bit, on each
+// backend.
 static void test_matmul_set(ctx *x, rng_t *r) {
     if (!x->G->matmul_set || !x->C->matmul_set) return;
     const struct { uint32_t t[3]; int k, n, n_joint; } cases[] = {
         {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 1, 0}, {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 5, 0}, {{Q_Q8_0, Q_Q8_0}, 2, 1, 1},
         {{Q_Q4_K, Q_Q4_K, Q_Q6_K}, 3, 2, 0}, {{Q_F16, Q_F16, Q_F16}, 3, 3, 0},    {{Q_Q4_0, Q_Q4_0}, 2, 20, 20},
-        {{Q_Q4_K, Q_Q6_K, Q_Q4_K}, 3, 1, 0}, {{Q_F16, Q_Q8_0, Q_F16}, 3, 4, 0},
+        {{Q_Q4_K, Q_Q6_K, Q_Q4_K}, 3, 1, 0}, {{Q_F16, Q_Q8_0, Q_F16}, 3, 4, 0},    {{Q_Q6_K, Q_Q5_K, Q_Q5_K}, 3, 3, 0},
     };
     const int64_t cols = 512, rows[3] = {384, 128, 128};
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
@@ -968,7 +969,9 @@ static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
         }
         check(same_ids && same_map && map_ok, "moe_route + moe_group %d experts, top %d, %d tokens: ids and map equal "
               "the CPU's, a sorting by expert", c->n_exp, c->k, c->n);
-        check(nmse(gw, cm.w, rows) < 1e-12, "moe_route weights (%s): nmse %.3g", c->gating ? "top-k softmax" : "softmax, renormalized",
+        // (the router's logits are float dot products summed in another order on
+        // each backend: relative errors of ~1e-6 are rounding; 1.17e-12 was seen on an H200)
+        check(nmse(gw, cm.w, rows) < 1e-10, "moe_route weights (%s): nmse %.3g", c->gating ? "top-k softmax" : "softmax, renormalized",
               nmse(gw, cm.w, rows));
         if (same_ids && same_map) {
             const double eg = moe_rows_nmse(x, cm.g, gm.g, rows, c->ffn), ey = moe_rows_nmse(x, cm.y, gm.y, rows, c->dim);
