@@ -93,13 +93,8 @@ QHD uint4 ld16(const void *p) {  // p 16-byte aligned
 }
 
 QHD float4 ld_f4(const void *p) {  // p 16-byte aligned
-#ifdef __CUDA_ARCH__
-    return __ldg((const float4 *)p);
-#else
-    float4 v;
-    memcpy(&v, p, 16);
-    return v;
-#endif
+    const uint4 v = ld16(p);
+    return make_float4(bits_f(v.x), bits_f(v.y), bits_f(v.z), bits_f(v.w));
 }
 
 QHD uint32_t ld32(const void *p) {  // p 4-byte aligned
