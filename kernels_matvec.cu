@@ -13,30 +13,11 @@ __device__ __forceinline__ void mv_row(const uint8_t *__restrict__ w, const dlay
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    // An item a lane at a time. Two at a time, summed apart, helped while
+    // Q4_K's scale decode branched (H200, 8B shape: 4.02 -> 3.69 ms/token);
+    // since it does not, that was 1.7% slower on the 8B, the same on the 1B.
     const int64_t items = mv_items<T>(x.cols);
-    if (items < 64) {  // at most two items a lane
-        for (int64_t it = threadIdx.x; it < items; it += 32) mv_item<T, NT>(w, L, r, it, x, n, acc);
-    } else {
-        // Two items a lane at a time, summed apart and then added, so the loads
-        // of both are in flight together (the loop above waits for each; the
-        // second of a lane past the row's end repeats the first and is dropped).
-        // H200, 8B shape, Q4_K_M decode, with MMV_MINB: 4.02 -> 3.69 ms/token;
-        // a 1B's rows of 2048 columns (one item a lane) were 5% slower this way.
-        for (int64_t it = threadIdx.x; it < items; it += 64) {
-            float part[2][NT];
-#pragma unroll
-            for (int b = 0; b < 2; b++) {
-#pragma unroll
-                for (int t = 0; t < NT; t++) part[b][t] = 0.0f;
-                mv_item<T, NT>(w, L, r, it + 32 * b < items ? it + 32 * b : it, x, n, part[b]);
-            }
-#pragma unroll
-            for (int b = 0; b < 2; b++)
-                if (it + 32 * b < items)
-#pragma unroll
-                    for (int t = 0; t < NT; t++) acc[t] += part[b][t];
-        }
-    }
+    for (int64_t it = threadIdx.x; it < items; it += 32) mv_item<T, NT>(w, L, r, it, x, n, acc);
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
     if (threadIdx.x == 0)
