@@ -46,19 +46,15 @@ __global__ void k_rope_store(float *q, const float *__restrict__ k, const float 
     grid_dep_wait();
     const int half = rc.n_rot / 2, kv_dim = n_k * head_dim;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    float mscale, s, c;
+    int a, b;
+    float c, s;
     if (idx < q_threads) {
         if (idx >= (int64_t)n * n_q * half) return;
-        const int p = (int)(idx % half);
-        const int64_t th = idx / half, t = th / n_q;
-        const float theta = rope_angle(rc, p, rope_theta(pos[t], p, theta_scale, rc.freq_factors), &mscale);
-        sincosf(theta, &s, &c);
-        s *= mscale, c *= mscale;
+        const int64_t th = idx / half;
+        rope_pair(rc, pos[th / n_q], (int)(idx % half), theta_scale, &a, &b, &c, &s);
         float *h = q + th * head_dim;
-        const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
-        const float x0 = h[a], x1 = h[b];
-        h[a] = fmaf(x0, c, -(x1 * s));  // contracted as cpu.c's
-        h[b] = fmaf(x0, s, x1 * c);
+        const float2 r = rope_turn(h[a], h[b], c, s);
+        h[a] = r.x, h[b] = r.y;
         return;
     }
     const int64_t j = idx - q_threads;
@@ -67,14 +63,10 @@ __global__ void k_rope_store(float *q, const float *__restrict__ k, const float 
     const int kvi = (int)(j / kv_dim % 2), e = (int)(j % kv_dim), d = e % head_dim;
     float x = (kvi ? v : k)[i * kv_dim + e];
     if (!kvi && d < rc.n_rot) {
-        const int p = rc.neox ? (d < half ? d : d - half) : d / 2;
-        const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
-        const float theta = rope_angle(rc, p, rope_theta(pos[i], p, theta_scale, rc.freq_factors), &mscale);
-        sincosf(theta, &s, &c);
-        s *= mscale, c *= mscale;
+        rope_pair(rc, pos[i], rc.neox ? (d < half ? d : d - half) : d / 2, theta_scale, &a, &b, &c, &s);
         const float *h = k + i * kv_dim + (e - d);
-        const float x0 = h[a], x1 = h[b];
-        x = d == a ? fmaf(x0, c, -(x1 * s)) : fmaf(x0, s, x1 * c);
+        const float2 r = rope_turn(h[a], h[b], c, s);
+        x = d == a ? r.x : r.y;
     }
     uint8_t *row = (kvi ? vp : kp) + (int64_t)slot[i] * row_bytes;
     if constexpr (Q8) {

@@ -188,16 +188,12 @@ __global__ void k_rope(float *q, float *k, int n, int n_q, int n_k, int head_dim
     const int p = (int)(idx % half);
     const int64_t th = idx / half, t = th / heads;  // token t, head h of q's then k's
     const int h = (int)(th % heads);
-    float mscale;
-    const float theta = rope_angle(rc, p, rope_theta(pos[t], p, theta_scale, rc.freq_factors), &mscale);
-    float s, c;
-    sincosf(theta, &s, &c);
-    s *= mscale, c *= mscale;
+    int a, b;
+    float c, s;
+    rope_pair(rc, pos[t], p, theta_scale, &a, &b, &c, &s);
     float *v = h < n_q ? q + (t * n_q + h) * head_dim : k + (t * n_k + h - n_q) * head_dim;
-    const int a = rc.neox ? p : 2 * p, b = rc.neox ? p + half : 2 * p + 1;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = fmaf(x0, c, -(x1 * s));  // contracted as cpu.c's
-    v[b] = fmaf(x0, s, x1 * c);
+    const float2 r = rope_turn(v[a], v[b], c, s);
+    v[a] = r.x, v[b] = r.y;
 }
 
 template <uint32_t T>

@@ -818,6 +818,20 @@ QHD float rope_angle(const rope_cfg &rc, int p, float theta_extrap, float *mscal
     return fmaf(theta_extrap, ramp, theta_interp * (1.0f - ramp));
 }
 
+// Pair p of a token at pos: its elements a, b (neox: p and p + n_rot/2; else
+// 2p and 2p+1) and its scaled cos and sin.
+QHD void rope_pair(const rope_cfg &rc, int pos, int p, float theta_scale, int *a, int *b, float *c, float *s) {
+    *a = rc.neox ? p : 2 * p, *b = rc.neox ? p + rc.n_rot / 2 : 2 * p + 1;
+    float mscale;
+    sincosf(rope_angle(rc, p, rope_theta(pos, p, theta_scale, rc.freq_factors), &mscale), s, c);
+    *s *= mscale, *c *= mscale;
+}
+
+// The pair (x0, x1) turned, contracted as cpu.c's.
+QHD float2 rope_turn(float x0, float x1, float c, float s) {
+    return make_float2(fmaf(x0, c, -(x1 * s)), fmaf(x0, s, x1 * c));
+}
+
 // gelu(x) (tanh approximation) of x rounded to fp16, rounded to fp16: cpu.c's gelu_f16.
 QHD float gelu_f16(float x) {
     if (x <= -10.0f) return 0.0f;
