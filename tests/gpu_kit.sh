@@ -16,7 +16,8 @@
 #   .gpu-5/  synth-qwen3moe-{Q4_K_M,Q8_0}, synth-{gemma3,phi3,gptoss} (run where the CPU runs them)
 # and, with `tests/gpu_kit.sh pack-peer LLAMA_BENCH` (llama.cpp's llama-bench, built
 # with -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, static ggml), a fourth:
-#   .gpu-peer/  llama-bench (stripped, xz), the Llama-3 and Qwen2 vocabularies
+#   .gpu-peer/  llama-bench (stripped, xz), the libraries it needs beyond glibc and CUDA
+#               (lib/), the Llama-3 and Qwen2 vocabularies
 #
 # There (one `run` each, issued back to back so the machine stays warm and keeps
 # what earlier calls carried):
@@ -49,6 +50,15 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 
+# The shared libraries BIN needs into DIR: every one outside glibc, libstdc++ and
+# libgcc (which any CUDA image has, and whose newer copies Python's packages there
+# may need) and outside CUDA's own (the device's toolkit has them).
+host_libs() {
+    ldd "$1" | awk '$3 ~ /^\// {print $3}' |
+        grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |
+        while read -r l; do cp -L "$l" "$2"/; done
+}
+
 pack() {
     local shared=${SHARED:-../shared} b=build/gpu
     [ -d "$shared/models/gguf" ] || { echo "gpu_kit: $shared/models/gguf not found (set SHARED)" >&2; return 1; }
@@ -59,11 +69,7 @@ pack() {
         .gpu-{2,3,4,5}/shared/models/gguf .gpu-3/shared/vocab || return 1
     strip -s -o .gpu/build/quill $b/quill
     for t in test_backend_ops test_cuda_model bench_spec; do strip -s -o .gpu/build/tests/$t $b/tests/$t; done
-    # Every library outside glibc, libstdc++ and libgcc (which any CUDA image has, and
-    # whose newer copies Python's packages there may need).
-    ldd $b/quill | awk '$3 ~ /^\// {print $3}' |
-        grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so' |
-        while read -r l; do cp -L "$l" .gpu/lib/; done
+    host_libs $b/quill .gpu/lib
     cp models/stories260K-q80.gguf models/tinystories-656K.gguf .gpu/demo/  # (models/stories260K.gguf travels with the tree)
     cp -r "$shared/golden" .gpu/shared/
     cp -r "$shared/models/llama2c" "$shared/models/tinystories-656K" .gpu/shared/models/
@@ -84,7 +90,8 @@ pack() {
 pack_peer() {
     local lb=${1:-} shared=${SHARED:-../shared}
     [ -x "$lb" ] || { echo "gpu_kit: pack-peer needs llama.cpp's llama-bench (CUDA build) as its argument" >&2; return 1; }
-    rm -rf .gpu-peer && mkdir -p .gpu-peer/shared/vocab || return 1
+    rm -rf .gpu-peer && mkdir -p .gpu-peer/shared/vocab .gpu-peer/lib || return 1
+    host_libs "$lb" .gpu-peer/lib  # (a build with OpenSSL and OpenMP: libssl, libcrypto, libgomp)
     strip -o .gpu-peer/llama-bench "$lb" && xz -9 -T0 .gpu-peer/llama-bench || return 1
     cp "$shared"/vocab/ggml-vocab-{llama-bpe,qwen2}.gguf .gpu-peer/shared/vocab/ && chmod -R u+w .gpu-peer
     du -sh .gpu-peer
@@ -167,7 +174,7 @@ step_peer() {
         echo "== $f: quill"
         .gpu/build/quill bench $BK -m "$f" -p 512 -n 128 || return 1
         echo "== $f: llama.cpp"
-        LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        LD_LIBRARY_PATH=$root/.gpu-peer/lib:${CUDA_HOME:-/usr/local/cuda}/lib64:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
             "$lb" -m "$f" -p 512 -n 128 -r 3 -ngl 99 || return 1
     done
 }
