@@ -95,6 +95,31 @@ static void launch_matvec_set(backend *b, float *const y[], const qmat *const w[
     LAUNCHED("k_matvec_set");
 }
 
+// One launch for w[0..k): of one type, or Q4_K or Q5_K with Q6_K (a K-quant
+// mix's V). Returns -1, launching nothing, for another mix.
+static int launch_set(backend *b, float *const y[], const qmat *const w[], int k, const act_t &x, int n) {
+    uint32_t t = w[0]->type, t2 = t;
+    for (int i = 1; i < k; i++)
+        if (w[i]->type != t) {
+            if (t2 != t && w[i]->type != t2) return -1;
+            t2 = w[i]->type;
+        }
+    if (t2 != t) {
+        const uint32_t other = t == Q_Q6_K ? t2 : t2 == Q_Q6_K ? t : 0;
+        if (other == Q_Q4_K) launch_matvec_set<Q_Q4_K, Q_Q6_K>(b, y, w, k, x, n);
+        else if (other == Q_Q5_K) launch_matvec_set<Q_Q5_K, Q_Q6_K>(b, y, w, k, x, n);
+        else return -1;
+        return 0;
+    }
+    switch (t) {
+#define X(T) case T: launch_matvec_set<T>(b, y, w, k, x, n); break;
+        FOR_EACH_TYPE(X)
+#undef X
+    default: fail(b, "matmul: no CUDA kernel for type %u", t);
+    }
+    return 0;
+}
+
 // Rows t0 .. n-1 of y = x·wᵀ, each computed as alone.
 void matvec_rows(backend *b, float *y, const qmat *w, const float *x, int t0, int n) {
     const int64_t cols = w->cols, rows = w->rows;
@@ -102,25 +127,18 @@ void matvec_rows(backend *b, float *y, const qmat *w, const float *x, int t0, in
     const int cnt = n - t0;
     act_t a = {NULL, NULL, xs, cols, ((uintptr_t)xs & 15) == 0 && cols % 4 == 0};
     if (is_quantized(w->type) && act_q8(b, xs, cnt, cols, &a)) return;
-    for (int g = 0; g < cnt; g += MMV_MAX) {
-        const int k = cnt - g < MMV_MAX ? cnt - g : MMV_MAX;
+    for (int g = 0; g < cnt && !b->failed; g += MMV_MAX) {
         act_t ag = a;
         ag.f = a.f + (int64_t)g * cols;
         if (a.q) ag.q = a.q + (int64_t)g * cols, ag.ds = a.ds + (int64_t)g * (cols / 32);
         float *const yg[1] = {y + (int64_t)(t0 + g) * rows};
-        switch (w->type) {
-#define X(T) case T: launch_matvec_set<T>(b, yg, &w, 1, ag, k); break;
-            FOR_EACH_TYPE(X)
-#undef X
-        default: fail(b, "matmul: no CUDA kernel for type %u", w->type); return;
-        }
+        launch_set(b, yg, &w, 1, ag, cnt - g < MMV_MAX ? cnt - g : MMV_MAX);
     }
 }
 
 // backend.h's matmul_set: where every row goes by matvec (a decode pass) and
-// the matrices share a width, one launch (two types at most: Q4_K or Q5_K with
-// Q6_K, a K-quant mix's V), else one for each type among them; a prompt, a
-// matmul each.
+// the matrices share a width, one launch (launch_set's mixes), else one for
+// each type among them; a prompt, a matmul each.
 void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
                      int n_joint) {
     int one = k >= 1 && k <= MV_SET && n > 0 && n <= MMV_MAX && gemm_rows(n, n_joint) == 0;
@@ -131,30 +149,18 @@ void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k,
     }
     const int64_t cols = w[0]->cols;
     act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
-    int quantized = 0, k4 = 0, k5 = 0, k6 = 0;
-    for (int i = 0; i < k; i++) {
-        const uint32_t t = w[i]->type;
-        quantized |= is_quantized(t), k4 += t == Q_Q4_K, k5 += t == Q_Q5_K, k6 += t == Q_Q6_K;
-    }
+    int quantized = 0;
+    for (int i = 0; i < k; i++) quantized |= is_quantized(w[i]->type);
     if (quantized && act_q8(b, x, n, cols, &a)) return;
-    if (k6 && k6 < k && (k4 == k - k6 || k5 == k - k6)) {
-        if (k4) launch_matvec_set<Q_Q4_K, Q_Q6_K>(b, y, w, k, a, n);
-        else launch_matvec_set<Q_Q5_K, Q_Q6_K>(b, y, w, k, a, n);
-    } else {
+    if (launch_set(b, y, w, k, a, n)) {
         int done[MV_SET] = {0};
         for (int i = 0; i < k; i++) {
-            if (done[i]) continue;
             float *yg[MV_SET];
             const qmat *wg[MV_SET];
             int g = 0;
             for (int j = i; j < k; j++)
                 if (!done[j] && w[j]->type == w[i]->type) yg[g] = y[j], wg[g++] = w[j], done[j] = 1;
-            switch (w[i]->type) {
-#define X(T) case T: launch_matvec_set<T>(b, yg, wg, g, a, n); break;
-                FOR_EACH_TYPE(X)
-#undef X
-            default: fail(b, "matmul: no CUDA kernel for type %u", w[i]->type); return;
-            }
+            if (g) launch_set(b, yg, wg, g, a, n);
         }
     }
     for (int i = 0; i < k; i++) act_written(b, y[i], sizeof(float) * (size_t)n * w[i]->rows);

@@ -317,18 +317,17 @@ static inline void dl_pack_row(uint32_t type, const uint8_t *src, int64_t cols, 
     }
 }
 
-// The 6-bit scale and min of sub-block s of a Q4_K/Q5_K block, from its 12
-// scale bytes as three little-endian words (see quant.c's k4_scale_words).
-QHD void k4_scale_min(int s, uint32_t w0, uint32_t w1, uint32_t w2, int *sc, int *mn) {
-    // both forms, then a select: a branch on s would split the warp (its
-    // lanes take different sub-blocks) and keep the loads that follow from
-    // being issued early
-    const int sh = 8 * (s & 3);
-    const int sc_lo = (w0 >> sh) & 63, mn_lo = (w1 >> sh) & 63;
-    const int sc_hi = ((w2 >> sh) & 15) | ((w0 >> (sh + 6)) & 3) << 4;
-    const int mn_hi = ((w2 >> (sh + 4)) & 15) | ((w1 >> (sh + 6)) & 3) << 4;
-    *sc = s < 4 ? sc_lo : sc_hi;
-    *mn = s < 4 ? mn_lo : mn_hi;
+// The 6-bit scales and mins of sub-blocks 2c and 2c+1 of a Q4_K/Q5_K block,
+// from its 12 scale bytes as three little-endian words w0..w2 (see quant.c's
+// k4_scale_words), in bytes 0 and 1 of sc and mn: the two bytes of each word
+// gathered by one byte permute, both forms computed and one chosen. No branch:
+// one on the sub-block would split a warp (its lanes take different ones) and
+// keep the loads that follow from being issued early.
+QHD void k4_scale_min2(int c, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t &sc, uint32_t &mn) {
+    const uint32_t sel = c & 1 ? 0x4432 : 0x4410;  // bytes 2(c&1) and 2(c&1)+1, then zeros
+    const uint32_t b0 = bperm(w0, 0, sel), b1 = bperm(w1, 0, sel), b2 = bperm(w2, 0, sel);
+    sc = c < 2 ? b0 & 0x3f3f : (b2 & 0x0f0f) | ((b0 >> 2) & 0x3030);
+    mn = c < 2 ? b1 & 0x3f3f : ((b2 >> 4) & 0x0f0f) | ((b1 >> 2) & 0x3030);
 }
 
 // Elements 32g .. 32g+31 of row r, as floats (elements past cols read 0).
@@ -445,8 +444,9 @@ QHD void dq32(const uint8_t *w, const dlayout &L, int64_t r, int64_t g, int64_t 
         const int s = (int)(g % 8);
         const uint8_t *blk = A + k * (T == Q_Q4_K ? 144 : 176);
         const uint4 hd = ld16(blk);
-        int sc, mn;
-        k4_scale_min(s, hd.y, hd.z, hd.w, &sc, &mn);
+        uint32_t scs, mns;
+        k4_scale_min2(s / 2, hd.y, hd.z, hd.w, scs, mns);
+        const int sc = (scs >> 8 * (s & 1)) & 0xff, mn = (mns >> 8 * (s & 1)) & 0xff;
         const float d = h2f(hd.x & 0xffff), dmin = h2f(hd.x >> 16);
         const uint8_t *qs = blk + (T == Q_Q4_K ? 16 : 48) + 32 * (s / 2);
         for (int l = 0; l < 32; l += 4) {
@@ -615,16 +615,6 @@ QHD void mv_block32(const uint8_t *A, const uint8_t *B, int64_t it, const act_t 
     }
 }
 
-// The scales and mins of sub-blocks 2c and 2c+1 of a Q4_K/Q5_K block (its
-// scale words w0..w2, as k4_scale_min takes them) in bytes 0 and 1 of sc and
-// mn: the two bytes of each word gathered by one byte permute, both forms
-// computed and one chosen, without a branch.
-QHD void k4_scale_min2(int c, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t &sc, uint32_t &mn) {
-    const uint32_t sel = c & 1 ? 0x4432 : 0x4410;  // bytes 2(c&1) and 2(c&1)+1, then zeros
-    const uint32_t b0 = bperm(w0, 0, sel), b1 = bperm(w1, 0, sel), b2 = bperm(w2, 0, sel);
-    sc = c < 2 ? b0 & 0x3f3f : (b2 & 0x0f0f) | ((b0 >> 2) & 0x3030);
-    mn = c < 2 ? b1 & 0x3f3f : ((b2 >> 4) & 0x0f0f) | ((b1 >> 2) & 0x3030);
-}
 
 // Q4_K, Q5_K: item = (super-block kb, quant chunk c): the 32 bytes of qs that
 // hold sub-blocks 2c (low nibbles) and 2c+1 (high), so a lane loads the
