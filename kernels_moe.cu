@@ -6,13 +6,15 @@
 
 // Mixture of experts (backend.h's moe_matmul): CTA row blockIdx.y takes the
 // blockIdx.y-th active expert e, a warp weight row r of e, against each of
-// e's sorted rows x[offsets[e] ..) in groups of NT; w stacks the experts'
-// matrices (row e·per_exp + r). The arithmetic per row is k_matvec_set's, so a
-// row equals the row computed alone.
+// e's sorted rows x[offsets[e] ..) in groups of NT (with x_one, x is one
+// token's row, which every sorted row reads); w stacks the experts' matrices
+// (row e·per_exp + r). The arithmetic per row is k_matvec_set's, so a row
+// equals the row computed alone.
 template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS)
 k_matvec_moe(const uint8_t *__restrict__ w, dlayout L, int64_t per_exp, const float *__restrict__ bias, act_t x,
-             const int32_t *__restrict__ offsets, const int32_t *__restrict__ active, float *__restrict__ y) {
+             int x_one, const int32_t *__restrict__ offsets, const int32_t *__restrict__ active,
+             float *__restrict__ y) {
     grid_dep_wait();
     const int e = active[blockIdx.y];
     const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
@@ -21,9 +23,10 @@ k_matvec_moe(const uint8_t *__restrict__ w, dlayout L, int64_t per_exp, const fl
     const float b = bias ? bias[row] : 0.0f;
     for (int p0 = offsets[e], p1 = offsets[e + 1]; p0 < p1; p0 += NT) {
         const int n = p1 - p0 < NT ? p1 - p0 : NT;
+        const int64_t xr = x_one ? 0 : p0;
         act_t xs = x;
-        xs.f = x.f + (int64_t)p0 * x.cols;
-        if (x.q) xs.q = x.q + (int64_t)p0 * x.cols, xs.ds = x.ds + (int64_t)p0 * nb;
+        xs.f = x.f + xr * x.cols;
+        if (x.q) xs.q = x.q + xr * x.cols, xs.ds = x.ds + xr * nb;
         float acc[NT];
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[t] = 0.0f;
@@ -55,7 +58,9 @@ __device__ void softmax_seq(float *x, int n) {
 }
 
 // One warp per token (backend.h's moe_route; moe.c's moe_route_rows is the
-// reference): k rounds of a warp argmax over the logits not yet chosen.
+// reference): k rounds of a warp argmax over the logits not yet chosen. Lane
+// L holds experts L, L + 32, ...; bit i of its `taken` marks L + 32i chosen,
+// so a round needs no memory round trip.
 __global__ void k_moe_route(int32_t *__restrict__ ids, float *__restrict__ w, const float *__restrict__ logits, int n,
                             int n_exp, int k, int gating) {
     grid_dep_wait();
@@ -64,18 +69,17 @@ __global__ void k_moe_route(int32_t *__restrict__ ids, float *__restrict__ w, co
     const float *l = logits + (int64_t)i * n_exp;
     int32_t *id = ids + (int64_t)i * k;
     float *wi = w + (int64_t)i * k;
+    uint32_t taken = 0;  // n_exp <= MOE_MAX_EXPERTS = 32 · 32
     for (int j = 0; j < k; j++) {
         float bv = -INFINITY;
         int bi = -1;
-        for (int e = lane; e < n_exp; e += 32) {
-            int taken = 0;
-            for (int q = 0; q < j && !taken; q++) taken = id[q] == e;
-            if (!taken && (bi < 0 || l[e] > bv)) bv = l[e], bi = e;
-        }
-        warp_argmax(bv, bi);
+        for (int e = lane, b = 0; e < n_exp; e += 32, b++)
+            if (!(taken >> b & 1) && (bi < 0 || l[e] > bv)) bv = l[e], bi = e;
+        warp_argmax(bv, bi);  // every lane ends with the winner
+        if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
         if (lane == 0) id[j] = bi;
-        __syncwarp();
     }
+    __syncwarp();
     if (gating == MOE_TOPK_SOFTMAX) {
         if (lane == 0) {
             for (int j = 0; j < k; j++) wi[j] = l[id[j]];
@@ -158,20 +162,26 @@ __global__ void k_swiglu_oai(float *out, const float *gate, const float *__restr
 
 void cuda_moe_route(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k,
                     int gating) {
-    act_forget(b);
     if (n <= 0) return;
+    act_written(b, (const float *)ids, sizeof(int32_t) * (size_t)n * k);
+    act_written(b, w, sizeof(float) * (size_t)n * k);
     k_moe_route<<<blocks_for(n, 4), dim3(32, 4), 0, b->stream>>>(ids, w, logits, n, n_exp, k, gating);
     LAUNCHED("k_moe_route");
 }
 
 void cuda_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {
-    act_forget(b);
+    const size_t rows = sizeof(int32_t) * (size_t)mp->n_rows, exps = sizeof(int32_t) * (size_t)mp->n_exp;
+    act_written(b, (const float *)mp->offsets, exps + sizeof(int32_t));
+    act_written(b, (const float *)mp->active, exps);
+    act_written(b, (const float *)mp->pos, rows);
+    act_written(b, (const float *)mp->tok, rows);
     k_moe_group<<<1, 256, sizeof(int32_t) * (size_t)mp->n_exp, b->stream>>>(*mp, ids);
     LAUNCHED("k_moe_group");
 }
 
 template <uint32_t T>
-static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *bias, const act_t &x, const moe_map *mp) {
+static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *bias, const act_t &x, int x_one,
+                              const moe_map *mp) {
     const dlayout L = dl_make(T, w->rows, w->cols);
     const int64_t per_exp = w->rows / mp->n_exp;
     const dim3 grid(blocks_for(per_exp, MMV_WARPS), (unsigned)(mp->n_rows < mp->n_exp ? mp->n_rows : mp->n_exp));
@@ -179,41 +189,45 @@ static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *b
     const float *bv = (const float *)bias->data;
     // one token (n_rows == k): every expert has one row at most
     if (mp->n_rows == mp->k)
-        k_matvec_moe<T, 1><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x, mp->offsets,
-                                                          mp->active, y);
+        k_matvec_moe<T, 1><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x, x_one,
+                                                          mp->offsets, mp->active, y);
     else
         k_matvec_moe<T, MMV_MAX><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x,
-                                                                mp->offsets, mp->active, y);
+                                                                x_one, mp->offsets, mp->active, y);
     LAUNCHED("k_matvec_moe");
 }
 
+// One token's slots (n_rows == k) read its row of x in place: no gather, and
+// its q8_1 form is the one the norm before wrote (or gate's, for up). Other
+// passes gather the sorted rows' inputs first.
 void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
                      const moe_map *mp) {
-    act_forget(b);
     const int64_t cols = w->cols, len = (int64_t)mp->n_rows * cols;
     if (len <= 0) return;
-    if (by_token) {  // the sorted rows' inputs, gathered
+    const int x_one = by_token && mp->n_rows == mp->k;
+    if (by_token && !x_one) {
         float *xs = (float *)scratch(b, SCR_MOE, sizeof(float) * (size_t)len);
         if (!xs) return;
+        act_written(b, xs, sizeof(float) * (size_t)len);
         k_moe_gather<<<grid_for(len, 256), 256, 0, b->stream>>>(xs, x, mp->tok, len, cols);
         if (LAUNCHED("k_moe_gather")) return;
         x = xs;
     }
     act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
-    if (is_quantized(w->type) && act_q8(b, x, mp->n_rows, cols, &a)) return;
+    if (is_quantized(w->type) && act_q8(b, x, x_one ? 1 : mp->n_rows, cols, &a)) return;
     switch (w->type) {
-#define X(T) case T: launch_matvec_moe<T>(b, y, w, bias, a, mp); break;
+#define X(T) case T: launch_matvec_moe<T>(b, y, w, bias, a, x_one, mp); break;
         FOR_EACH_TYPE(X)
 #undef X
     default: fail(b, "moe_matmul: no CUDA kernel for type %u", w->type);
     }
-    act_forget(b);
+    act_written(b, y, sizeof(float) * (size_t)mp->n_rows * (w->rows / mp->n_exp));
 }
 
 void cuda_moe_combine(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim) {
-    act_forget(b);
     const int64_t len = (int64_t)(mp->n_rows / mp->k) * dim;
     if (len <= 0) return;
+    act_written(b, out, sizeof(float) * (size_t)len);
     k_moe_combine<<<grid_for(len, 256), 256, 0, b->stream>>>(out, y, w, mp->pos, len, mp->k, dim);
     LAUNCHED("k_moe_combine");
 }
