@@ -103,6 +103,7 @@ typedef struct {
     int n_exp;         // experts
     int k;             // experts per token
     int n_rows;        // slots: tokens × k (host value)
+    int n_joint;       // tokens 0 .. n_joint-1 are a prompt's (matmul's n_joint; host value)
     int32_t *offsets;  // [n_exp + 1]
     int32_t *active;   // [n_exp]
     int32_t *tok;      // [n_rows] the token (row of the FFN input) of sorted row p
@@ -207,8 +208,13 @@ typedef struct backend_ops {
     // row e), row = mp->tok[p] when by_token, else p. w: the n_exp experts'
     // matrices stacked, w->rows = n_exp × (rows per expert); bias: F32
     // [n_exp, rows per expert] or data NULL. Only chosen experts' weights are
-    // read, each once per call, and every row is computed exactly as it would
-    // be alone (never jointly), so no row depends on what shares the pass.
+    // read, each once per call. A row of a token from mp->n_joint on is
+    // computed exactly as it would be alone, so a decode token's result never
+    // depends on what shares the pass. A prompt's row (token < n_joint) is
+    // too, or, where its expert has enough of the pass's prompt rows, goes by
+    // the backend's prompt path (CUDA: a GEMM whose arithmetic per row does
+    // not depend on the other rows): which one depends on the pass, as a
+    // dense prompt row's tile does.
     void (*moe_matmul)(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
                        const moe_map *mp);
     // out[i, :] = Σ_j w[i, j] · y[mp->pos[i·k + j], :], summed in j order

@@ -408,6 +408,7 @@ static void cuda_free(backend *b) {
     if (b->d_cand) CK(cudaFree(b->d_cand));
     if (b->h_id) CK(cudaFreeHost(b->h_id));
     if (b->stage) CK(cudaFreeHost(b->stage));
+    free(b->moe_host);
     if (b->lt) BK(b->api.p_cublasLtDestroy(b->lt));
     if (b->blas) BK(b->api.p_cublasDestroy(b->blas));
     if (b->stream) CK(cudaStreamDestroy(b->stream));

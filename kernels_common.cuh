@@ -113,6 +113,9 @@ struct backend {
     int gemm_per_tile;                 // QUILL_GEMM_PER_TILE=1: one GEMM per PREFILL_TILE rows
     long lt_fallbacks;                 // products cuBLASLt refused (done by blas_tiles instead)
     double roof_bw, roof_flops;        // measured by roofline (0: not yet)
+    int32_t *moe_host;                 // a moe_map's offsets [n_exp + 1] then tok [n_rows], copied to the host
+    size_t moe_host_cap;               // (for a prompt's expert GEMMs: kernels_moe.cu moe_host_map)
+    const int32_t *moe_host_of;        // the offsets it copies (NULL: none; moe_group forgets it)
 };
 
 // Programmatic dependent launch (sm_90): in a recorded graph each of our
@@ -189,6 +192,11 @@ void cuda_matmul_set(backend *b, float *const y[], const qmat *const w[], int k,
 
 // kernels_gemm.cu: the prompt matmul (and the split between the two)
 int gemm_rows(int n, int n_joint);
+const void *act_half(backend *b, const float *x, int n, int64_t cols, int bf16);
+void dequant_rows(backend *b, const qmat *w, int64_t r0, int64_t nr, __half *tile);
+int gemm_rowwise(backend *b, int64_t m, int64_t k, int64_t lda, int64_t ldc);
+void gemm_call(backend *b, const void *A, cudaDataType_t at, int64_t lda, int64_t m, int64_t k, const void *B,
+               int64_t n, float *C, int64_t ldc);
 void cuda_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint);
 
 // kernels_elementwise.cu

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(DQ_THREADS) k_dequant_f16(const uint8_t *__res
 }
 
 // x [n, cols] as fp16 (or bf16) in SCR_HALF, kept while x is unchanged.
-static const void *act_half(backend *b, const float *x, int n, int64_t cols, int bf16) {
+const void *act_half(backend *b, const float *x, int n, int64_t cols, int bf16) {
     void *buf = scratch(b, SCR_HALF, (size_t)n * cols * 2);
     if (!buf) return NULL;
     if (b->half_src == x && b->half_n == n && b->half_cols == cols && b->half_bf16 == bf16) return buf;
@@ -121,20 +121,41 @@ static lt_entry *lt_algo(backend *b, cublasLtMatmulDesc_t op, cudaDataType_t at,
     return e;
 }
 
+// The operation C = op(A)ᵀ·B in fp32 (NULL where cuBLASLt refuses it).
+static cublasLtMatmulDesc_t lt_op(backend *b) {
+    cublasLtMatmulDesc_t op = NULL;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (LT(b->api.p_cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return NULL;
+    if (LT(b->api.p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
+        LT(b->api.p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) {
+        b->api.p_cublasLtMatmulDescDestroy(op);
+        return NULL;
+    }
+    return op;
+}
+
+// 1 when fp16 products C[n, m] (ldc) = B[n, k]·A[m, k]ᵀ (lda) go through
+// cuBLASLt (the shape's decision, lt_algo): each row of C is then computed
+// the same way whatever n is and whatever rows share the product.
+int gemm_rowwise(backend *b, int64_t m, int64_t k, int64_t lda, int64_t ldc) {
+    if (b->gemm_per_tile) return 0;
+    cublasLtMatmulDesc_t op = lt_op(b);
+    if (!op) return 0;
+    const int usable = lt_algo(b, op, CUDA_R_16F, m, k, lda, ldc)->usable;
+    b->api.p_cublasLtMatmulDescDestroy(op);
+    return usable;
+}
+
 // C[n, m] (ldc) = B[n, k]·A[m, k]ᵀ with cuBLASLt; -1 when the shape's
 // decision (lt_algo) is blas_tiles. A refusal by cuBLASLt is not a failure:
 // it makes blas_tiles the shape's decision from then on.
 static int lt_matmul(backend *b, const void *A, cudaDataType_t at, int64_t lda, int64_t m, int64_t k, const void *B,
                      int64_t n, float *C, int64_t ldc) {
-    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatmulDesc_t op = lt_op(b);
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     const float one = 1.0f, zero = 0.0f;
     int rc = -1;
-    if (!LT(b->api.p_cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
-        !LT(b->api.p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) &&
-        !LT(b->api.p_cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) &&
-        !LT(b->api.p_cublasLtMatrixLayoutCreate(&la, at, (uint64_t)k, (uint64_t)m, lda)) &&
+    if (op && !LT(b->api.p_cublasLtMatrixLayoutCreate(&la, at, (uint64_t)k, (uint64_t)m, lda)) &&
         !LT(b->api.p_cublasLtMatrixLayoutCreate(&lb, at, (uint64_t)k, (uint64_t)n, k)) &&
         !LT(b->api.p_cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldc))) {
         lt_entry *e = lt_algo(b, op, at, m, k, lda, ldc);
@@ -174,8 +195,8 @@ static void blas_tiles(backend *b, const void *A, cudaDataType_t at, int64_t lda
     }
 }
 
-static void gemm_call(backend *b, const void *A, cudaDataType_t at, int64_t lda, int64_t m, int64_t k, const void *B,
-                      int64_t n, float *C, int64_t ldc) {
+void gemm_call(backend *b, const void *A, cudaDataType_t at, int64_t lda, int64_t m, int64_t k, const void *B,
+               int64_t n, float *C, int64_t ldc) {
     if (at != CUDA_R_32F && !b->gemm_per_tile && lt_matmul(b, A, at, lda, m, k, B, n, C, ldc) == 0) return;
     blas_tiles(b, A, at, lda, m, k, B, n, C, ldc);
 }
@@ -185,6 +206,17 @@ static void launch_dequant(backend *b, const qmat *w, const dlayout &L, int64_t 
     k_dequant_f16<T><<<blocks_for(nr * (w->cols / 32), DQ_THREADS), DQ_THREADS, 0, b->stream>>>(
         (const uint8_t *)w->data, L, r0, nr, w->cols, tile);
     LAUNCHED("k_dequant_f16");
+}
+
+// Rows r0 .. r0+nr-1 of a quantized w as fp16 [nr, cols] in tile.
+void dequant_rows(backend *b, const qmat *w, int64_t r0, int64_t nr, __half *tile) {
+    const dlayout L = dl_make(w->type, w->rows, w->cols);
+    switch (w->type) {
+#define X(T) case T: launch_dequant<T>(b, w, L, r0, nr, tile); break;
+        FOR_EACH_QTYPE(X)
+#undef X
+    default: fail(b, "matmul: no CUDA kernel for type %u", w->type);
+    }
 }
 
 // Rows 0 .. n-1 of y = x·wᵀ (prompt rows) with tensor-core GEMMs.
@@ -208,14 +240,9 @@ static void gemm(backend *b, float *y, const qmat *w, const float *x, int n) {
     tr = tr < 128 ? 128 : tr > rows ? rows : tr;
     __half *tile = (__half *)scratch(b, SCR_TILE, (size_t)tr * cols * 2);
     if (!tile) return;
-    for (int64_t r0 = 0; r0 < rows; r0 += tr) {
+    for (int64_t r0 = 0; r0 < rows && !b->failed; r0 += tr) {
         const int64_t nr = rows - r0 < tr ? rows - r0 : tr;
-        switch (w->type) {
-#define X(T) case T: launch_dequant<T>(b, w, L, r0, nr, tile); break;
-            FOR_EACH_QTYPE(X)
-#undef X
-        default: fail(b, "matmul: no CUDA kernel for type %u", w->type); return;
-        }
+        dequant_rows(b, w, r0, nr, tile);
         gemm_call(b, tile, CUDA_R_16F, cols, nr, cols, xh, n, y + r0, rows);
     }
 }

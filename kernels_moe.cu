@@ -1,27 +1,45 @@
 // kernels_moe.cu — mixture of experts: routing (k_moe_route), grouping a
 // pass's rows by expert (k_moe_group), gathering, the experts' matvec
-// (k_matvec_moe, mv_item's arithmetic), combining, and gpt-oss's clamped
-// swiglu (k_swiglu_oai).
+// (k_matvec_moe, mv_item's arithmetic) and a prompt's expert GEMMs
+// (moe_gemm), combining, and gpt-oss's clamped swiglu (k_swiglu_oai).
 #include "kernels_common.cuh"
+
+enum { MOE_GEMM_RUN = 16 };  // experts dequantized by one launch for a prompt's GEMMs (at most)
+
+// How many of expert rows [p0, p1) a prompt pass gives to the GEMM (tokens
+// 0 .. nj-1 are the prompt's): its rows of prompt tokens, which come first
+// (sorted rows keep token order), when there are at least GEMM_MIN of them;
+// else none.
+static __host__ __device__ inline int moe_gemm_rows(const int32_t *tok, int p0, int p1, int nj) {
+    int lo = p0, hi = p1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (tok[mid] < nj) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - p0 >= GEMM_MIN ? lo - p0 : 0;
+}
 
 // Mixture of experts (backend.h's moe_matmul): CTA row blockIdx.y takes the
 // blockIdx.y-th active expert e, a warp weight row r of e, against each of
 // e's sorted rows x[offsets[e] ..) in groups of NT (with x_one, x is one
-// token's row, which every sorted row reads); w stacks the experts' matrices
-// (row e·per_exp + r). The arithmetic per row is k_matvec_set's, so a row
-// equals the row computed alone.
+// token's row, which every sorted row reads; with nj > 0, the rows the
+// prompt's GEMM took are skipped, see moe_gemm_rows); w stacks the experts'
+// matrices (row e·per_exp + r). The arithmetic per row is k_matvec_set's, so
+// a row equals the row computed alone.
 template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS)
 k_matvec_moe(const uint8_t *__restrict__ w, dlayout L, int64_t per_exp, const float *__restrict__ bias, act_t x,
              int x_one, const int32_t *__restrict__ offsets, const int32_t *__restrict__ active,
-             float *__restrict__ y) {
+             const int32_t *__restrict__ tok, int nj, float *__restrict__ y) {
     grid_dep_wait();
     const int e = active[blockIdx.y];
     const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
     if (e < 0 || r >= per_exp) return;
     const int64_t row = (int64_t)e * per_exp + r, items = mv_items<T>(x.cols), nb = x.cols / 32;
     const float b = bias ? bias[row] : 0.0f;
-    for (int p0 = offsets[e], p1 = offsets[e + 1]; p0 < p1; p0 += NT) {
+    const int p_end = offsets[e + 1];
+    for (int p0 = offsets[e] + (nj ? moe_gemm_rows(tok, offsets[e], p_end, nj) : 0), p1 = p_end; p0 < p1; p0 += NT) {
         const int n = p1 - p0 < NT ? p1 - p0 : NT;
         const int64_t xr = x_one ? 0 : p0;
         act_t xs = x;
@@ -175,12 +193,13 @@ void cuda_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {
     act_written(b, (const float *)mp->active, exps);
     act_written(b, (const float *)mp->pos, rows);
     act_written(b, (const float *)mp->tok, rows);
+    b->moe_host_of = NULL;
     k_moe_group<<<1, 256, sizeof(int32_t) * (size_t)mp->n_exp, b->stream>>>(*mp, ids);
     LAUNCHED("k_moe_group");
 }
 
 template <uint32_t T>
-static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *bias, const act_t &x, int x_one,
+static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *bias, const act_t &x, int x_one, int nj,
                               const moe_map *mp) {
     const dlayout L = dl_make(T, w->rows, w->cols);
     const int64_t per_exp = w->rows / mp->n_exp;
@@ -190,16 +209,84 @@ static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *b
     // one token (n_rows == k): every expert has one row at most
     if (mp->n_rows == mp->k)
         k_matvec_moe<T, 1><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x, x_one,
-                                                          mp->offsets, mp->active, y);
+                                                          mp->offsets, mp->active, mp->tok, nj, y);
     else
         k_matvec_moe<T, MMV_MAX><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x,
-                                                                x_one, mp->offsets, mp->active, y);
+                                                                x_one, mp->offsets, mp->active, mp->tok, nj, y);
     LAUNCHED("k_matvec_moe");
+}
+
+// The map's offsets and tok on the host (one wait per moe_group: gate, up
+// and down share it); NULL on failure.
+static const int32_t *moe_host_map(backend *b, const moe_map *mp) {
+    const size_t need = (size_t)mp->n_exp + 1 + (size_t)mp->n_rows;
+    if (b->moe_host_of == mp->offsets) return b->moe_host;
+    if (need > b->moe_host_cap) {
+        int32_t *h = (int32_t *)realloc(b->moe_host, sizeof(int32_t) * need);
+        if (!h) return fail(b, "out of memory"), (const int32_t *)NULL;
+        b->moe_host = h, b->moe_host_cap = need;
+    }
+    if (CK(cudaMemcpyAsync(b->moe_host, mp->offsets, sizeof(int32_t) * ((size_t)mp->n_exp + 1), cudaMemcpyDeviceToHost,
+                           b->stream)) ||
+        CK(cudaMemcpyAsync(b->moe_host + mp->n_exp + 1, mp->tok, sizeof(int32_t) * (size_t)mp->n_rows,
+                           cudaMemcpyDeviceToHost, b->stream)) ||
+        stream_sync(b))
+        return NULL;
+    b->moe_host_of = mp->offsets;
+    return b->moe_host;
+}
+
+// A prompt's expert products (x: the sorted rows' inputs): each expert's
+// moe_gemm_rows go through a GEMM (its weights dequantized to fp16, as
+// kernels_gemm.cu's prompt matmul does, a run of experts at a time) where
+// cuBLASLt has a row-wise algorithm for the shape. Returns the rows left to
+// the matvec (all of them where this path does not apply), -1 on failure.
+static int moe_gemm(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, const moe_map *mp) {
+    const int64_t per_exp = w->rows / mp->n_exp, cols = w->cols, elems = per_exp * cols;
+    const int nj = mp->n_joint;
+    if (nj < GEMM_MIN || b->capturing || !is_quantized(w->type) || cols % 8 || per_exp % 4 ||
+        (size_t)elems > GEMM_TILE_ELEMS || !gemm_rowwise(b, per_exp, cols, cols, per_exp))
+        return mp->n_rows;
+    const int32_t *off = moe_host_map(b, mp);
+    if (!off) return -1;
+    const int32_t *tok = off + mp->n_exp + 1;
+    int left = mp->n_rows, e0 = mp->n_exp;  // e0: the first expert with GEMM rows
+    for (int e = mp->n_exp - 1; e >= 0; e--) {
+        const int g = moe_gemm_rows(tok, off[e], off[e + 1], nj);
+        if (g) left -= g, e0 = e;
+    }
+    if (left == mp->n_rows) return left;
+    const int run = (size_t)elems * MOE_GEMM_RUN <= GEMM_TILE_ELEMS ? MOE_GEMM_RUN : (int)(GEMM_TILE_ELEMS / (size_t)elems);
+    __half *tile = (__half *)scratch(b, SCR_TILE, sizeof(__half) * (size_t)elems * (size_t)(run < mp->n_exp ? run : mp->n_exp));
+    const __half *xh = tile ? (const __half *)act_half(b, x, mp->n_rows, cols, 0) : NULL;
+    if (!xh) return -1;
+    for (int ea = e0; ea < mp->n_exp && !b->failed;) {  // experts ea .. eb-1 dequantized together
+        const int eb = ea + run < mp->n_exp ? ea + run : mp->n_exp;
+        dequant_rows(b, w, ea * per_exp, (eb - ea) * per_exp, tile);
+        int next = mp->n_exp;
+        for (int e = ea; e < eb && !b->failed; e++) {
+            const int g = moe_gemm_rows(tok, off[e], off[e + 1], nj);
+            if (!g) continue;
+            float *ye = y + (int64_t)off[e] * per_exp;
+            gemm_call(b, tile + (e - ea) * elems, CUDA_R_16F, cols, per_exp, cols, xh + (int64_t)off[e] * cols, g, ye,
+                      per_exp);
+            if (bias->data) {
+                qmat be = *bias;
+                be.data = (const float *)bias->data + e * per_exp;
+                cuda_add_bias(b, ye, &be, g, (int)per_exp);
+            }
+        }
+        for (int e = eb; e < mp->n_exp && next == mp->n_exp; e++)
+            if (moe_gemm_rows(tok, off[e], off[e + 1], nj)) next = e;
+        ea = next;
+    }
+    return b->failed ? -1 : left;
 }
 
 // One token's slots (n_rows == k) read its row of x in place: no gather, and
 // its q8_1 form is the one the norm before wrote (or gate's, for up). Other
-// passes gather the sorted rows' inputs first.
+// passes gather the sorted rows' inputs first; a prompt's go through
+// moe_gemm where they can.
 void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
                      const moe_map *mp) {
     const int64_t cols = w->cols, len = (int64_t)mp->n_rows * cols;
@@ -213,13 +300,17 @@ void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, cons
         if (LAUNCHED("k_moe_gather")) return;
         x = xs;
     }
-    act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
-    if (is_quantized(w->type) && act_q8(b, x, x_one ? 1 : mp->n_rows, cols, &a)) return;
-    switch (w->type) {
-#define X(T) case T: launch_matvec_moe<T>(b, y, w, bias, a, x_one, mp); break;
-        FOR_EACH_TYPE(X)
+    const int left = x_one ? mp->n_rows : moe_gemm(b, y, w, bias, x, mp);
+    if (left > 0) {
+        act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
+        if (is_quantized(w->type) && act_q8(b, x, x_one ? 1 : mp->n_rows, cols, &a)) return;
+        const int nj = left < mp->n_rows ? mp->n_joint : 0;  // skip the rows moe_gemm took
+        switch (w->type) {
+#define X(T) case T: launch_matvec_moe<T>(b, y, w, bias, a, x_one, nj, mp); break;
+            FOR_EACH_TYPE(X)
 #undef X
-    default: fail(b, "moe_matmul: no CUDA kernel for type %u", w->type);
+        default: fail(b, "moe_matmul: no CUDA kernel for type %u", w->type);
+        }
     }
     act_written(b, y, sizeof(float) * (size_t)mp->n_rows * (w->rows / mp->n_exp));
 }

@@ -530,8 +530,8 @@ static void ffn_block(model *m, const layer_weights *L, float *x, const float *p
     backend *b = m->be;
     const model_config *c = &m->cfg;
     norm_rows(m, m->xb, x, pend, &L->ffn_norm, n);
-    if (L->moe.router.data) {  // mixture of experts: every row computed as alone (backend.h's moe_matmul)
-        moe_ffn(&m->moe, &L->moe, m->xb, m->xb, n);
+    if (L->moe.router.data) {  // mixture of experts (decode rows as alone: backend.h's moe_matmul)
+        moe_ffn(&m->moe, &L->moe, m->xb, m->xb, n, joint);
         return;
     }
     matmuls(m, (float *const[]){m->hb, m->hb2}, (const qmat *const[]){&L->w_gate, &L->w_up}, 2, m->xb, n, joint);

@@ -41,11 +41,12 @@ void moe_init(moe_ctx *mc, const moe_cfg *c, const backend_ops *ops, backend *be
 // router → top-k → experts' gate and up (sorted rows) → GLU → down → weighted
 // sum. Rows of one expert are contiguous from moe_group on, so each
 // moe_matmul reads a chosen expert's weights once for all its rows.
-void moe_ffn(moe_ctx *mc, const moe_weights *w, float *out, const float *x, int n) {
+void moe_ffn(moe_ctx *mc, const moe_weights *w, float *out, const float *x, int n, int n_joint) {
     const moe_cfg *c = &mc->cfg;
     const backend_ops *o = mc->ops;
     backend *b = mc->be;
     mc->map.n_rows = n * c->k;
+    mc->map.n_joint = n_joint < 0 ? 0 : n_joint > n ? n : n_joint;
     o->matmul(b, mc->logits, &w->router, x, n, 0);
     if (w->router_b.data) o->add_bias(b, mc->logits, &w->router_b, n, c->n_exp);
     o->moe_route(b, mc->ids, mc->w, mc->logits, n, c->n_exp, c->k, c->gating);

@@ -53,8 +53,9 @@ size_t moe_scratch_bytes(const moe_cfg *c, int max_tokens);
 void moe_init(moe_ctx *mc, const moe_cfg *c, const backend_ops *ops, backend *be, void *mem, int max_tokens);
 
 // out [n, dim] = Σ_j w_j · expert_j(x) for each of n <= max_tokens rows of x
-// [n, dim] (the normed FFN input). out may equal x.
-void moe_ffn(moe_ctx *mc, const moe_weights *w, float *out, const float *x, int n);
+// [n, dim] (the normed FFN input); rows 0 .. n_joint-1 are a prompt's (see
+// backend.h's matmul and moe_matmul). out may equal x.
+void moe_ffn(moe_ctx *mc, const moe_weights *w, float *out, const float *x, int n, int n_joint);
 
 // ---- the host arithmetic of the ops (cpu.c's moe ops, and the tests) ----------
 

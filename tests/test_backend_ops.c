@@ -834,6 +834,7 @@ typedef struct {
     int n_exp, k, ffn, dim, n;  // experts, used, expert width, model width, tokens
     uint32_t type;              // the experts' weight type
     int gating, oai;            // enum moe_gating; gpt-oss's biases and clamped SwiGLU
+    int nj;                     // the first nj tokens are a prompt's (moe_ffn's n_joint)
 } moe_case;
 
 // One layer's MoE weights on both backends (router F32, experts of c->type).
@@ -920,12 +921,12 @@ static void moe_reference(const moe_case *c, const moe_w *w, const float *dq[3],
 // The block on one backend: moe_ffn over x [n, dim] (backend memory); its
 // context's buffers stay readable in *mc.
 static float *moe_run(const backend_ops *o, backend *be, const moe_case *c, const moe_weights *w, const float *dx,
-                      int n, moe_ctx *mc, void **mem) {
+                      int n, int n_joint, moe_ctx *mc, void **mem) {
     const moe_cfg cfg = moe_cfg_of(c);
     *mem = o->alloc(be, moe_scratch_bytes(&cfg, c->n));
     moe_init(mc, &cfg, o, be, *mem, c->n);
     float *out = o->alloc(be, sizeof(float) * n * c->dim);
-    moe_ffn(mc, w, out, dx, n);
+    moe_ffn(mc, w, out, dx, n, n_joint);
     return out;
 }
 
@@ -950,8 +951,8 @@ static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
     memcpy(cx, xv, xb);
     moe_ctx cm, gm;
     void *cmem, *gmem;
-    float *co = moe_run(x->C, x->cb, c, &w.c, cx, c->n, &cm, &cmem);
-    float *go = moe_run(x->G, x->gb, c, &w.g, gx, c->n, &gm, &gmem);
+    float *co = moe_run(x->C, x->cb, c, &w.c, cx, c->n, c->nj, &cm, &cmem);
+    float *go = moe_run(x->G, x->gb, c, &w.g, gx, c->n, c->nj, &gm, &gmem);
     const int rows = c->n * c->k;
     int32_t *gids = host_copy(x, gm.ids, 4 * (size_t)rows), *gpos = host_copy(x, gm.map.pos, 4 * (size_t)rows);
     int32_t *gtok = host_copy(x, gm.map.tok, 4 * (size_t)rows), *goff = host_copy(x, gm.map.offsets, 4 * (size_t)(c->n_exp + 1));
@@ -988,17 +989,30 @@ static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
               "moe block %s, %d tokens vs float64: cpu nmse %.3g, device %.3g", tn, c->n, ec, eg);
         for (int i = 0; i < 3; i++) free((void *)dq[i]);
         free(want);
-        // each row computed as alone: token t through the block by itself
+        // each decode row computed as alone: token t through the block by itself
         int same = 1;
-        for (int t = 0; t < c->n; t += c->n / 3 + 1) {
+        for (int t = c->nj; t < c->n; t += (c->n - c->nj) / 3 + 1) {
             moe_ctx m1;
             void *mem1;
-            float *o1 = moe_run(x->G, x->gb, c, &w.g, gx + (size_t)t * c->dim, 1, &m1, &mem1);
+            float *o1 = moe_run(x->G, x->gb, c, &w.g, gx + (size_t)t * c->dim, 1, 0, &m1, &mem1);
             float *h1 = host_copy(x, o1, sizeof(float) * c->dim);
             same &= !memcmp(h1, gout + (size_t)t * c->dim, sizeof(float) * c->dim);
             x->G->release(x->gb, o1), x->G->release(x->gb, mem1), free(h1);
         }
-        if (c->n > 1) check(same, "moe block %s: each of %d tokens alone equals its row of the batch, bit for bit", tn, c->n);
+        if (c->n - c->nj > 1)
+            check(same, "moe block %s: each of %d decode tokens (after %d prompt tokens) alone equals its row of the "
+                  "batch, bit for bit", tn, c->n - c->nj, c->nj);
+        if (c->nj) {  // the prompt's rows took the prompt path (fp16 GEMMs): not the decode path's bits
+            moe_ctx md;
+            void *memd;
+            float *od = moe_run(x->G, x->gb, c, &w.g, gx, c->n, 0, &md, &memd);
+            float *hd = host_copy(x, od, xb);
+            int differ = 0;
+            for (int t = 0; t < c->nj; t++) differ += memcmp(hd + (size_t)t * c->dim, gout + (size_t)t * c->dim, sizeof(float) * c->dim) != 0;
+            check(differ > 0 || x->G == x->C, "moe block %s, a prompt of %d tokens: %d of its rows by the prompt path "
+                  "(they differ from the decode path's)", tn, c->nj, differ);
+            x->G->release(x->gb, od), x->G->release(x->gb, memd), free(hd);
+        }
     }
     x->C->release(x->cb, cx), x->C->release(x->cb, co), x->C->release(x->cb, cmem);
     x->G->release(x->gb, gx), x->G->release(x->gb, go), x->G->release(x->gb, gmem);
@@ -1010,7 +1024,7 @@ static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
 // device picks other experts without the host.
 static void test_moe_graph(ctx *x, rng_t *r) {
     if (!x->G->graph_begin) return;
-    const moe_case c = {8, 2, 256, 256, 1, Q_Q4_K, MOE_SOFTMAX_NORM, 0};
+    const moe_case c = {8, 2, 256, 256, 1, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 0};
     moe_w w;
     moe_make(x, r, &c, &w);
     float xv[256];
@@ -1019,9 +1033,9 @@ static void test_moe_graph(ctx *x, rng_t *r) {
     moe_ctx m;
     void *mem;
     char err[ERR_LEN] = "";
-    float *out = moe_run(x->G, x->gb, &c, &w.g, dx, 1, &m, &mem);  // sizes the scratch
+    float *out = moe_run(x->G, x->gb, &c, &w.g, dx, 1, 0, &m, &mem);  // sizes the scratch
     int ok = x->G->graph_begin(x->gb, 5, err) == 0;
-    moe_ffn(&m, &w.g, out, dx, 1);
+    moe_ffn(&m, &w.g, out, dx, 1, 0);
     ok = ok && x->G->graph_end(x->gb, 5, err) == 0;
     int same = 1, moved = 0;
     int32_t ids0[2];
@@ -1034,7 +1048,7 @@ static void test_moe_graph(ctx *x, rng_t *r) {
         int32_t ids[2];
         x->G->to_host(x->gb, ids, m.ids, sizeof ids);
         moved |= memcmp(ids, ids0, sizeof ids) != 0;
-        moe_ffn(&m, &w.g, out, dx, 1);
+        moe_ffn(&m, &w.g, out, dx, 1, 0);
         float *yd = host_copy(x, out, sizeof xv);
         same &= !memcmp(yr, yd, sizeof xv);
         free(yr), free(yd);
@@ -1068,10 +1082,12 @@ static void test_swiglu_oai(ctx *x, rng_t *r) {
 
 static void test_moe(ctx *x, rng_t *r) {
     const moe_case all[] = {
-        {8, 2, 128, 256, 1, Q_Q8_0, MOE_SOFTMAX_NORM, 0},   {8, 2, 256, 256, 37, Q_Q4_K, MOE_SOFTMAX_NORM, 0},
-        {8, 2, 128, 256, 5, Q_Q5_0, MOE_SOFTMAX_NORM, 0},   {8, 2, 128, 128, 9, Q_MXFP4, MOE_TOPK_SOFTMAX, 1},
-        {40, 8, 256, 256, 3, Q_Q6_K, MOE_SOFTMAX_NORM, 0},   {128, 8, 32, 256, 70, Q_Q4_0, MOE_SOFTMAX_NORM, 0},
-        {8, 8, 32, 128, 2, Q_F16, MOE_TOPK_SOFTMAX, 1},
+        {8, 2, 128, 256, 1, Q_Q8_0, MOE_SOFTMAX_NORM, 0, 0},   {8, 2, 256, 256, 37, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 0},
+        {8, 2, 128, 256, 5, Q_Q5_0, MOE_SOFTMAX_NORM, 0, 0},   {8, 2, 128, 128, 9, Q_MXFP4, MOE_TOPK_SOFTMAX, 1, 0},
+        {40, 8, 256, 256, 3, Q_Q6_K, MOE_SOFTMAX_NORM, 0, 0},   {128, 8, 32, 256, 70, Q_Q4_0, MOE_SOFTMAX_NORM, 0, 0},
+        {8, 8, 32, 128, 2, Q_F16, MOE_TOPK_SOFTMAX, 1, 0},
+        // prompts (the first nj tokens): experts with enough prompt rows by GEMM, in runs of experts
+        {40, 8, 256, 256, 64, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 56}, {8, 2, 128, 128, 48, Q_MXFP4, MOE_TOPK_SOFTMAX, 1, 48},
     };
     const int n_cases = x->quick ? 2 : (int)(sizeof all / sizeof *all);
     for (int i = 0; i < n_cases; i++) test_moe_case(x, r, &all[i]);
