@@ -204,10 +204,11 @@ typedef struct backend_ops {
     // Sorts the mp->n_rows = n·k slots (token i, choice j) by expert, in slot
     // order within an expert (see moe_map), from ids [n_rows] (moe_route's).
     void (*moe_group)(backend *b, const moe_map *mp, const int32_t *ids);
-    // For every sorted row p of expert e: y[p, :] = x[row, :] · W_eᵀ (+ bias
-    // row e), row = mp->tok[p] when by_token, else p. w: the n_exp experts'
-    // matrices stacked, w->rows = n_exp × (rows per expert); bias: F32
-    // [n_exp, rows per expert] or data NULL. Only chosen experts' weights are
+    // For i < k <= 2 (gate and up read the same x), every sorted row p of
+    // expert e: y[i][p, :] = x[row, :] · W_eᵀ (+ bias row e) with W = w[i],
+    // bias = bias[i], row = mp->tok[p] when by_token, else p. w[i]: the n_exp
+    // experts' matrices stacked, rows = n_exp × (rows per expert); bias[i]:
+    // F32 [n_exp, rows per expert] or data NULL. Only chosen experts' weights are
     // read, each once per call. A row of a token from mp->n_joint on is
     // computed exactly as it would be alone, so a decode token's result never
     // depends on what shares the pass. A prompt's row (token < n_joint) is
@@ -215,8 +216,8 @@ typedef struct backend_ops {
     // the backend's prompt path (CUDA: a GEMM whose arithmetic per row does
     // not depend on the other rows): which one depends on the pass, as a
     // dense prompt row's tile does.
-    void (*moe_matmul)(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
-                       const moe_map *mp);
+    void (*moe_matmul)(backend *b, float *const y[], const qmat *const w[], const qmat *const bias[], int k,
+                       const float *x, int by_token, const moe_map *mp);
     // out[i, :] = Σ_j w[i, j] · y[mp->pos[i·k + j], :], summed in j order
     // (llama.cpp's order); out: [n_rows / k, dim], y: [n_rows, dim] sorted rows.
     void (*moe_combine)(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim);

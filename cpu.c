@@ -381,8 +381,8 @@ static void moe_matmul_items(void *ctx, int64_t i0, int64_t i1) {
     }
 }
 
-static void cpu_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
-                           const moe_map *mp) {
+static void moe_matmul1(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
+                        const moe_map *mp) {
     const size_t arow = q_act_row_bytes(w->type, w->cols);
     moe_mm_job j = {y, w, bias, x, by_token, mp, scratch(b, SCR_ACT, arow * (size_t)mp->n_rows), arow,
                     w->rows / mp->n_exp, MM_ROW_TILE, 0};
@@ -396,6 +396,11 @@ static void cpu_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias
     if (j.chunk > j.per_exp) j.chunk = j.per_exp;
     j.chunks = (j.per_exp + j.chunk - 1) / j.chunk;
     par_for(b, active * j.chunks, 1, 1, moe_matmul_items, &j);
+}
+
+static void cpu_moe_matmul(backend *b, float *const y[], const qmat *const w[], const qmat *const bias[], int k,
+                           const float *x, int by_token, const moe_map *mp) {
+    for (int i = 0; i < k; i++) moe_matmul1(b, y[i], w[i], bias[i], x, by_token, mp);
 }
 
 typedef struct {

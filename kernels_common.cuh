@@ -223,8 +223,8 @@ void cuda_attention(backend *b, float *out, const float *q, const void *kpool, c
 // kernels_moe.cu
 void cuda_moe_route(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k, int gating);
 void cuda_moe_group(backend *b, const moe_map *mp, const int32_t *ids);
-void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
-                     const moe_map *mp);
+void cuda_moe_matmul(backend *b, float *const y[], const qmat *const w[], const qmat *const bias[], int k,
+                     const float *x, int by_token, const moe_map *mp);
 void cuda_moe_combine(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim);
 void cuda_swiglu_oai(backend *b, float *out, const float *gate, const float *up, size_t len, float alpha,
                      float limit);

@@ -4,7 +4,10 @@
 // (moe_gemm), combining, and gpt-oss's clamped swiglu (k_swiglu_oai).
 #include "kernels_common.cuh"
 
-enum { MOE_GEMM_RUN = 16 };  // experts dequantized by one launch for a prompt's GEMMs (at most)
+enum {
+    MOE_GEMM_RUN = 16,  // experts dequantized by one launch for a prompt's GEMMs (at most)
+    MOE_SET = 2,        // matrices a moe_matmul takes (gate and up)
+};
 
 // How many of expert rows [p0, p1) a prompt pass gives to the GEMM (tokens
 // 0 .. nj-1 are the prompt's): its rows of prompt tokens, which come first
@@ -20,24 +23,35 @@ static __host__ __device__ inline int moe_gemm_rows(const int32_t *tok, int p0, 
     return lo - p0 >= GEMM_MIN ? lo - p0 : 0;
 }
 
-// Mixture of experts (backend.h's moe_matmul): CTA row blockIdx.y takes the
-// blockIdx.y-th active expert e, a warp weight row r of e, against each of
-// e's sorted rows x[offsets[e] ..) in groups of NT (with x_one, x is one
-// token's row, which every sorted row reads; with nj > 0, the rows the
-// prompt's GEMM took are skipped, see moe_gemm_rows); w stacks the experts'
-// matrices (row e·per_exp + r). The arithmetic per row is k_matvec_set's, so
-// a row equals the row computed alone.
+// The matrices of one k_matvec_moe launch (of one type and shape): z's
+// weights, bias (NULL: none), output, and nj: the prompt's tokens when its
+// GEMM took rows (see moe_gemm_rows), else 0.
+typedef struct {
+    const uint8_t *w[MOE_SET];
+    const float *bias[MOE_SET];
+    float *y[MOE_SET];
+    int nj[MOE_SET];
+} moe_set;
+
+// Mixture of experts (backend.h's moe_matmul): CTA (x, y, z) takes matrix z
+// of the set and the y-th active expert e, a warp weight row r of e, against
+// each of e's sorted rows x[offsets[e] ..) in groups of NT (with x_one, x is
+// one token's row, which every sorted row reads; rows a prompt's GEMM took
+// are skipped); w stacks the experts' matrices (row e·per_exp + r). The
+// arithmetic per row is k_matvec_set's, so a row equals the row computed
+// alone.
 template <uint32_t T, int NT>
 __global__ void __launch_bounds__(32 * MMV_WARPS)
-k_matvec_moe(const uint8_t *__restrict__ w, dlayout L, int64_t per_exp, const float *__restrict__ bias, act_t x,
-             int x_one, const int32_t *__restrict__ offsets, const int32_t *__restrict__ active,
-             const int32_t *__restrict__ tok, int nj, float *__restrict__ y) {
+k_matvec_moe(moe_set s, dlayout L, int64_t per_exp, act_t x, int x_one, const int32_t *__restrict__ offsets,
+             const int32_t *__restrict__ active, const int32_t *__restrict__ tok) {
     grid_dep_wait();
-    const int e = active[blockIdx.y];
+    const int e = active[blockIdx.y], z = blockIdx.z, nj = s.nj[z];
     const int64_t r = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
     if (e < 0 || r >= per_exp) return;
     const int64_t row = (int64_t)e * per_exp + r, items = mv_items<T>(x.cols), nb = x.cols / 32;
-    const float b = bias ? bias[row] : 0.0f;
+    const uint8_t *w = s.w[z];
+    float *y = s.y[z];
+    const float b = s.bias[z] ? s.bias[z][row] : 0.0f;
     const int p_end = offsets[e + 1];
     for (int p0 = offsets[e] + (nj ? moe_gemm_rows(tok, offsets[e], p_end, nj) : 0), p1 = p_end; p0 < p1; p0 += NT) {
         const int n = p1 - p0 < NT ? p1 - p0 : NT;
@@ -199,20 +213,18 @@ void cuda_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {
 }
 
 template <uint32_t T>
-static void launch_matvec_moe(backend *b, float *y, const qmat *w, const qmat *bias, const act_t &x, int x_one, int nj,
+static void launch_matvec_moe(backend *b, const moe_set &s, int k, const qmat *w, const act_t &x, int x_one,
                               const moe_map *mp) {
     const dlayout L = dl_make(T, w->rows, w->cols);
     const int64_t per_exp = w->rows / mp->n_exp;
-    const dim3 grid(blocks_for(per_exp, MMV_WARPS), (unsigned)(mp->n_rows < mp->n_exp ? mp->n_rows : mp->n_exp));
+    const dim3 grid(blocks_for(per_exp, MMV_WARPS), (unsigned)(mp->n_rows < mp->n_exp ? mp->n_rows : mp->n_exp), k);
     const dim3 block(32, MMV_WARPS);
-    const float *bv = (const float *)bias->data;
     // one token (n_rows == k): every expert has one row at most
     if (mp->n_rows == mp->k)
-        k_matvec_moe<T, 1><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x, x_one,
-                                                          mp->offsets, mp->active, mp->tok, nj, y);
+        k_matvec_moe<T, 1><<<grid, block, 0, b->stream>>>(s, L, per_exp, x, x_one, mp->offsets, mp->active, mp->tok);
     else
-        k_matvec_moe<T, MMV_MAX><<<grid, block, 0, b->stream>>>((const uint8_t *)w->data, L, per_exp, bv, x,
-                                                                x_one, mp->offsets, mp->active, mp->tok, nj, y);
+        k_matvec_moe<T, MMV_MAX><<<grid, block, 0, b->stream>>>(s, L, per_exp, x, x_one, mp->offsets, mp->active,
+                                                                mp->tok);
     LAUNCHED("k_matvec_moe");
 }
 
@@ -284,12 +296,19 @@ static int moe_gemm(backend *b, float *y, const qmat *w, const qmat *bias, const
 }
 
 // One token's slots (n_rows == k) read its row of x in place: no gather, and
-// its q8_1 form is the one the norm before wrote (or gate's, for up). Other
-// passes gather the sorted rows' inputs first; a prompt's go through
-// moe_gemm where they can.
-void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, const float *x, int by_token,
-                     const moe_map *mp) {
-    const int64_t cols = w->cols, len = (int64_t)mp->n_rows * cols;
+// its q8_1 form is the one the norm before wrote. Other passes gather the
+// sorted rows' inputs first (once for gate and up); a prompt's go through
+// moe_gemm where they can. The matrices left to the matvec go in one launch.
+void cuda_moe_matmul(backend *b, float *const y[], const qmat *const w[], const qmat *const bias[], int k,
+                     const float *x, int by_token, const moe_map *mp) {
+    int same = k >= 1 && k <= MOE_SET;  // one type and shape
+    for (int i = 1; same && i < k; i++)
+        same = w[i]->type == w[0]->type && w[i]->rows == w[0]->rows && w[i]->cols == w[0]->cols;
+    if (!same) {
+        for (int i = 0; i < k; i++) cuda_moe_matmul(b, y + i, w + i, bias + i, 1, x, by_token, mp);
+        return;
+    }
+    const int64_t cols = w[0]->cols, len = (int64_t)mp->n_rows * cols;
     if (len <= 0) return;
     const int x_one = by_token && mp->n_rows == mp->k;
     if (by_token && !x_one) {
@@ -300,19 +319,26 @@ void cuda_moe_matmul(backend *b, float *y, const qmat *w, const qmat *bias, cons
         if (LAUNCHED("k_moe_gather")) return;
         x = xs;
     }
-    const int left = x_one ? mp->n_rows : moe_gemm(b, y, w, bias, x, mp);
+    moe_set s = {};
+    int left = 0;
+    for (int i = 0; i < k; i++) {
+        const int li = x_one ? mp->n_rows : moe_gemm(b, y[i], w[i], bias[i], x, mp);
+        if (li < 0) return;
+        s.w[i] = (const uint8_t *)w[i]->data, s.bias[i] = (const float *)bias[i]->data, s.y[i] = y[i];
+        s.nj[i] = li < mp->n_rows ? mp->n_joint : 0;  // skip the rows moe_gemm took
+        left += li;
+    }
     if (left > 0) {
         act_t a = {NULL, NULL, x, cols, ((uintptr_t)x & 15) == 0 && cols % 4 == 0};
-        if (is_quantized(w->type) && act_q8(b, x, x_one ? 1 : mp->n_rows, cols, &a)) return;
-        const int nj = left < mp->n_rows ? mp->n_joint : 0;  // skip the rows moe_gemm took
-        switch (w->type) {
-#define X(T) case T: launch_matvec_moe<T>(b, y, w, bias, a, x_one, nj, mp); break;
+        if (is_quantized(w[0]->type) && act_q8(b, x, x_one ? 1 : mp->n_rows, cols, &a)) return;
+        switch (w[0]->type) {
+#define X(T) case T: launch_matvec_moe<T>(b, s, k, w[0], a, x_one, mp); break;
             FOR_EACH_TYPE(X)
 #undef X
-        default: fail(b, "moe_matmul: no CUDA kernel for type %u", w->type);
+        default: fail(b, "moe_matmul: no CUDA kernel for type %u", w[0]->type);
         }
     }
-    act_written(b, y, sizeof(float) * (size_t)mp->n_rows * (w->rows / mp->n_exp));
+    for (int i = 0; i < k; i++) act_written(b, y[i], sizeof(float) * (size_t)mp->n_rows * (w[i]->rows / mp->n_exp));
 }
 
 void cuda_moe_combine(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim) {

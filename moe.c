@@ -51,12 +51,12 @@ void moe_ffn(moe_ctx *mc, const moe_weights *w, float *out, const float *x, int 
     if (w->router_b.data) o->add_bias(b, mc->logits, &w->router_b, n, c->n_exp);
     o->moe_route(b, mc->ids, mc->w, mc->logits, n, c->n_exp, c->k, c->gating);
     o->moe_group(b, &mc->map, mc->ids);
-    o->moe_matmul(b, mc->g, &w->gate, &w->gate_b, x, 1, &mc->map);
-    o->moe_matmul(b, mc->u, &w->up, &w->up_b, x, 1, &mc->map);
+    o->moe_matmul(b, (float *const[]){mc->g, mc->u}, (const qmat *const[]){&w->gate, &w->up},
+                  (const qmat *const[]){&w->gate_b, &w->up_b}, 2, x, 1, &mc->map);
     const size_t len = (size_t)mc->map.n_rows * c->ffn;
     if (c->oai_glu) o->swiglu_oai(b, mc->g, mc->g, mc->u, len, c->alpha, c->limit);
     else o->swiglu(b, mc->g, mc->g, mc->u, mc->map.n_rows, c->ffn);
-    o->moe_matmul(b, mc->y, &w->down, &w->down_b, mc->g, 0, &mc->map);
+    o->moe_matmul(b, &mc->y, (const qmat *const[]){&w->down}, (const qmat *const[]){&w->down_b}, 1, mc->g, 0, &mc->map);
     o->moe_combine(b, out, mc->y, mc->w, &mc->map, c->dim);
 }
 
