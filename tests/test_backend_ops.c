@@ -835,6 +835,7 @@ typedef struct {
     uint32_t type;              // the experts' weight type
     int gating, oai;            // enum moe_gating; gpt-oss's biases and clamped SwiGLU
     int nj;                     // the first nj tokens are a prompt's (moe_ffn's n_joint)
+    uint32_t up_type;           // up's weight type where it differs from gate's (0: the same)
 } moe_case;
 
 // One layer's MoE weights on both backends (router F32, experts of c->type).
@@ -857,7 +858,7 @@ static void moe_make(ctx *x, rng_t *r, const moe_case *c, moe_w *w) {
     memset(w, 0, sizeof *w);
     make_weight(x, r, Q_F32, c->n_exp, c->dim, &w->c.router, &w->g.router);
     make_weight(x, r, c->type, (int64_t)c->n_exp * c->ffn, c->dim, &w->c.gate, &w->g.gate);
-    make_weight(x, r, c->type, (int64_t)c->n_exp * c->ffn, c->dim, &w->c.up, &w->g.up);
+    make_weight(x, r, c->up_type ? c->up_type : c->type, (int64_t)c->n_exp * c->ffn, c->dim, &w->c.up, &w->g.up);
     make_weight(x, r, c->type, (int64_t)c->n_exp * c->dim, c->ffn, &w->c.down, &w->g.down);
     if (!c->oai) return;
     w->c.router_b = moe_bias(x, r, 1, c->n_exp, 1.0f, &w->bias_host[0], &w->g.router_b);
@@ -940,8 +941,9 @@ static double moe_rows_nmse(ctx *x, const float *cpu, const float *dev, int rows
 }
 
 static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
-    char tb[16];
+    char tb[16], tu[16], both[40];
     const char *tn = qtype_name(c->type, tb);
+    if (c->up_type) snprintf(both, sizeof both, "%s (up %s)", tn, qtype_name(c->up_type, tu)), tn = both;
     moe_w w;
     moe_make(x, r, c, &w);
     const size_t xb = sizeof(float) * c->n * c->dim;
@@ -1024,7 +1026,7 @@ static void test_moe_case(ctx *x, rng_t *r, const moe_case *c) {
 // device picks other experts without the host.
 static void test_moe_graph(ctx *x, rng_t *r) {
     if (!x->G->graph_begin) return;
-    const moe_case c = {8, 2, 256, 256, 1, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 0};
+    const moe_case c = {8, 2, 256, 256, 1, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 0, 0};
     moe_w w;
     moe_make(x, r, &c, &w);
     float xv[256];
@@ -1082,12 +1084,14 @@ static void test_swiglu_oai(ctx *x, rng_t *r) {
 
 static void test_moe(ctx *x, rng_t *r) {
     const moe_case all[] = {
-        {8, 2, 128, 256, 1, Q_Q8_0, MOE_SOFTMAX_NORM, 0, 0},   {8, 2, 256, 256, 37, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 0},
-        {8, 2, 128, 256, 5, Q_Q5_0, MOE_SOFTMAX_NORM, 0, 0},   {8, 2, 128, 128, 9, Q_MXFP4, MOE_TOPK_SOFTMAX, 1, 0},
-        {40, 8, 256, 256, 3, Q_Q6_K, MOE_SOFTMAX_NORM, 0, 0},   {128, 8, 32, 256, 70, Q_Q4_0, MOE_SOFTMAX_NORM, 0, 0},
-        {8, 8, 32, 128, 2, Q_F16, MOE_TOPK_SOFTMAX, 1, 0},
+        {8, 2, 128, 256, 1, Q_Q8_0, MOE_SOFTMAX_NORM, 0, 0, 0},   {8, 2, 256, 256, 37, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 0, 0},
+        {8, 2, 128, 256, 5, Q_Q5_0, MOE_SOFTMAX_NORM, 0, 0, 0},   {8, 2, 128, 128, 9, Q_MXFP4, MOE_TOPK_SOFTMAX, 1, 0, 0},
+        {40, 8, 256, 256, 3, Q_Q6_K, MOE_SOFTMAX_NORM, 0, 0, 0},  {128, 8, 32, 256, 70, Q_Q4_0, MOE_SOFTMAX_NORM, 0, 0, 0},
+        {8, 8, 32, 128, 2, Q_F16, MOE_TOPK_SOFTMAX, 1, 0, 0},
         // prompts (the first nj tokens): experts with enough prompt rows by GEMM, in runs of experts
-        {40, 8, 256, 256, 64, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 56}, {8, 2, 128, 128, 48, Q_MXFP4, MOE_TOPK_SOFTMAX, 1, 48},
+        {40, 8, 256, 256, 64, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 56, 0}, {8, 2, 128, 128, 48, Q_MXFP4, MOE_TOPK_SOFTMAX, 1, 48, 0},
+        // gate and up of different types: one moe_matmul call, a launch each
+        {8, 2, 256, 256, 40, Q_Q4_K, MOE_SOFTMAX_NORM, 0, 36, Q_Q5_K},
     };
     const int n_cases = x->quick ? 2 : (int)(sizeof all / sizeof *all);
     for (int i = 0; i < n_cases; i++) test_moe_case(x, r, &all[i]);
