@@ -638,12 +638,12 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
 
 // Whether this build's x8 kernels take a product of nt tokens, or it goes
 // through unpacked rows: builds without x8 kernels (which never pack: only
-// tests come here), the AVX-512 build's Q6_K prompts (its kernels on
-// ggml's rows, the unpacking included, run 30% faster than the x8 ones) and
-// its Q5_K (never packed there: q_x8_wanted).
+// tests come here), and the AVX-512 build's products it has no x8 kernel
+// for: Q6_K's prompts (its kernels on ggml's rows, the unpacking included,
+// run 30% faster than x8 ones did) and Q5_K (never packed there: q_x8_wanted).
 static int x8_kernels(uint32_t wtype, int nt) {
 #if defined(Q_AVX512)
-    return wtype != Q_Q5_K && (wtype != Q_Q6_K || nt == 1);
+    return wtype == Q_Q4_K || (nt == 1 ? q_decode8_avx512[wtype] != NULL : q_tiles16_avx512[wtype] != NULL);
 #elif defined(Q_X8)
     (void)wtype, (void)nt;
     return 1;

@@ -667,9 +667,46 @@ ALWAYS_INLINE void reduce16_rows8(const __m256 acc[16], float *out) {
     _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(q[0], q[2]), _mm256_add_ps(q[1], q[3])));
 }
 
-// Q4_0 and Q8_0, the group at g (block b: the 8 rows' d, then qs as 4 or 8
-// vectors) against NT tokens: lane L of unit u is block 16u + L, as in
-// unit_tile_avx2 (and half_token's integer sums); a lane past the row's last
+// Block b of a 32-element type's x8 group at g (x8_fields: the 8 rows' d,
+// then m, qh, qs as the type has them): q[v] lane r = row r's weights 4v ..
+// 4v+3, unsigned for Q4_0, Q4_1, Q5_0 and Q5_1 (the 5th bits from qh as the
+// x8 copy keeps it: bit v of byte j is weight 4v + j's) and MXFP4 (its
+// values + 12), signed values for Q8_0 and IQ4_NL; d (and m) of the 8 rows.
+ALWAYS_INLINE void unit8_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[8], __m256 *d, __m256 *m) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    if (type == Q_Q8_0) {
+        for (int v = 0; v < 8; v++) q[v] = _mm256_loadu_si256((const __m256i *)(blk + unit_x8_qs(type) + 32 * v));
+    } else {
+        for (int v = 0; v < 4; v++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + unit_x8_qs(type) + 32 * v));
+            q[v] = _mm256_and_si256(raw, m4);
+            q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        }
+    }
+    if (type == Q_Q5_0 || type == Q_Q5_1) {
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + (type == Q_Q5_0 ? X8_AT(block_q5_0, qh) : X8_AT(block_q5_1, qh))));
+        for (int v = 0; v < 8; v++) q[v] = _mm256_or_si256(q[v], k4_bit4_avx2(qh, v));
+    }
+    if (q_is_lut(type)) {
+        __m128i t = _mm_loadu_si128((const __m128i *)(type == Q_MXFP4 ? MXFP4_VALUES : IQ4NL_VALUES));
+        if (type == Q_MXFP4) t = _mm_add_epi8(t, _mm_set1_epi8(12));
+        const __m256i tab = _mm256_broadcastsi128_si256(t);
+        for (int v = 0; v < 8; v++) q[v] = _mm256_shuffle_epi8(tab, q[v]);
+    }
+    if (type == Q_MXFP4) {  // 2^(e - 128), as e8m0_half
+        const __m256i ev = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk));
+        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+        const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+        *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev)));
+    } else {
+        *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+    }
+    if (type == Q_Q4_1 || type == Q_Q5_1) *m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_AT(block_q4_1, m))));
+}
+
+// The 32-element types of the x8 layout, the group at g against NT tokens:
+// lane L of unit u is block 16u + L, as in unit_tile_avx2, with half_token's
+// integer sums and float operations on it; a lane past the row's last
 // block adds the zero that a padded unit's lane adds.
 ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                                    size_t xs, float *out, const int NT) {
@@ -677,7 +714,6 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
     __m256 acc[TILE_T][16];
     for (int t = 0; t < NT; t++)
         for (int L = 0; L < 16; L++) acc[t][L] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t u = u0; u < u1; u++)
         for (int L = 0; L < 16; L++) {
             const int64_t b = 16 * u + L;
@@ -688,31 +724,34 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
             const uint8_t *blk = g + (size_t)b * 8 * bb;
             if (NT == 1)  // one token streams the group: ask for the bytes DECODE_AHEAD on
                 decode_prefetch(blk, 8 * bb);
-            __m256i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3 (Q4_0: v < 4 the low nibbles, else the high)
-            for (int v = 0; v < 4; v++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_q4_0, qs) + 32 * v));
-                q[v] = type == Q_Q8_0 ? raw : _mm256_and_si256(raw, m4);
-                q[v + 4] = type == Q_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_q8_0, qs) + 32 * (v + 4)))
-                                          : _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            }
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+            __m256i q[8], aq[8];
+            __m256 d, m = _mm256_setzero_ps();
+            unit8_unpack_avx2(type, blk, q, &d, &m);
+            const int sgn = type == Q_Q8_0 || type == Q_IQ4_NL;  // signed weights: |w| times x with w's sign
+            for (int v = 0; sgn && v < 8; v++) aq[v] = _mm256_sign_epi8(q[v], q[v]);
             for (int t = 0; t < NT; t++) {
                 const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
                 __m256i xb[8], i;
                 for (int v = 0; v < 8; v++) xb[v] = _mm256_set1_epi32((int)load_u32(a + 64 * v + 4 * L));
-                if (type == Q_Q8_0) {  // signed weights: |w| times x with w's sign
+                if (sgn) {
                     __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
                     for (int v = 0; v < 8; v += 2) {
-                        i0 = dot_u8s8(i0, _mm256_sign_epi8(q[v], q[v]), _mm256_sign_epi8(xb[v], q[v]));
-                        i1 = dot_u8s8(i1, _mm256_sign_epi8(q[v + 1], q[v + 1]), _mm256_sign_epi8(xb[v + 1], q[v + 1]));
+                        i0 = dot_u8s8(i0, aq[v], _mm256_sign_epi8(xb[v], q[v]));
+                        i1 = dot_u8s8(i1, aq[v + 1], _mm256_sign_epi8(xb[v + 1], q[v + 1]));
                     }
                     i = _mm256_add_epi32(i0, i1);
-                } else {  // q - 8: the word is c = -128 Σx, so subtract 8 Σx = -c / 16
-                    i = _mm256_add_epi32(dots_u8s8(q, xb, 8, 8),
-                                         _mm256_srai_epi32(_mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * L)), 4));
+                } else {  // int16 sums of 16 products of 4-bit weights, 8 of 5-bit ones or MXFP4's (<= 24) (|x| <= 127)
+                    i = dots_u8s8(q, xb, 8, type == Q_Q4_0 || type == Q_Q4_1 ? 8 : 4);
                 }
+                const __m256i w = _mm256_set1_epi32((int)load_u32(a + UNIT_W + 4 * L));
+                // Q4_0/Q5_0 take q - 8 / q - 16, MXFP4 its values + 12 less 12: the word is c = -128 Σx, so
+                // subtract 8 Σx = -c / 16 (16 Σx = -c / 8, 12 Σx = -c / 32 - c / 16)
+                if (type == Q_Q4_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 4));
+                if (type == Q_Q5_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 3));
+                if (type == Q_MXFP4) i = _mm256_add_epi32(i, _mm256_add_epi32(_mm256_srai_epi32(w, 5), _mm256_srai_epi32(w, 4)));
                 const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L)));
                 acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc[t][L]);
+                if (type == Q_Q4_1 || type == Q_Q5_1) acc[t][L] = _mm256_fmadd_ps(m, _mm256_castsi256_ps(w), acc[t][L]);
             }
         }
     for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
@@ -769,9 +808,16 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
 }
 
 TILE_FN(tile8_q4_0, unit_tile8_avx2, Q_Q4_0)
+TILE_FN(tile8_q4_1, unit_tile8_avx2, Q_Q4_1)
+TILE_FN(tile8_q5_0, unit_tile8_avx2, Q_Q5_0)
+TILE_FN(tile8_q5_1, unit_tile8_avx2, Q_Q5_1)
 TILE_FN(tile8_q8_0, unit_tile8_avx2, Q_Q8_0)
+TILE_FN(tile8_iq4_nl, unit_tile8_avx2, Q_IQ4_NL)
+TILE_FN(tile8_mxfp4, unit_tile8_avx2, Q_MXFP4)
 TILE_FN(tile8_q6_K, q6k_tile8_avx2, Q_Q6_K)
-const tile_fn q_tiles8_avx2[Q_TYPE_COUNT] = {[Q_Q4_0] = tile8_q4_0, [Q_Q8_0] = tile8_q8_0, [Q_Q6_K] = tile8_q6_K};
+const tile_fn q_tiles8_avx2[Q_TYPE_COUNT] = {
+    [Q_Q4_0] = tile8_q4_0, [Q_Q4_1] = tile8_q4_1,     [Q_Q5_0] = tile8_q5_0, [Q_Q5_1] = tile8_q5_1,
+    [Q_Q8_0] = tile8_q8_0, [Q_IQ4_NL] = tile8_iq4_nl, [Q_MXFP4] = tile8_mxfp4, [Q_Q6_K] = tile8_q6_K};
 
 // Tokens [0, nt) of 8 rows (lanes [lo, hi) kept; y: row lo's outputs), in
 // groups as the token count allows: tokens [0, ngemm) in the gemm order

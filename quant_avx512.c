@@ -135,15 +135,19 @@ ALWAYS_INLINE __m512i lut_table(uint32_t type) {
     return _mm512_broadcast_i32x4(_mm_xor_si128(t, _mm_set1_epi8((char)0x80)));
 }
 
-// MXFP4's scales 2^(e - 128) of 16 blocks (the exponent byte leads each
-// block; loaded one by one, see block_scales).
-ALWAYS_INLINE __m512 mxfp4_scales(const uint8_t *blocks) {
-    uint32_t w[16];
-    for (int b = 0; b < 16; b++) w[b] = blocks[b * sizeof(block_mxfp4)];
-    const __m512i e = _mm512_loadu_si512(w);
+// 2^(e - 128) of 16 exponents e (as e8m0_half).
+ALWAYS_INLINE __m512 mxfp4_pow2(__m512i e) {
     const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
+}
+
+// MXFP4's scales of 16 blocks (the exponent byte leads each block; loaded
+// one by one, see block_scales).
+ALWAYS_INLINE __m512 mxfp4_scales(const uint8_t *blocks) {
+    uint32_t w[16];
+    for (int b = 0; b < 16; b++) w[b] = blocks[b * sizeof(block_mxfp4)];
+    return mxfp4_pow2(_mm512_loadu_si512(w));
 }
 
 // Two IQ4_XS super-blocks (sb): q[v], q[v + 4] lane L = the low and high
@@ -252,7 +256,7 @@ ALWAYS_INLINE void unit_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
 }
 
 
-// --- x8 weights, 16 rows in the lanes: Q4_0 and Q8_0 ----------------------
+// --- x8 weights, 16 rows in the lanes: the 32-element types ---------------
 
 // 16 rows' 16 float chains per token (lane[L][t] lane r: row r's lane L),
 // each row's summed as reduce16 sums them: out[16 t + r].
@@ -265,18 +269,51 @@ ALWAYS_INLINE void reduce16_rows16(__m512 lane[16][TILE_T], float *out, const in
     }
 }
 
-// Two x8 groups (quant_x8.c; a's rows in lanes 0-7, b's in 8-15) against
-// NT tokens, each row running unit_tile_n's float chains: its lane L takes
-// block 16u + L of unit u, so lane[L][t] holds 16 rows' chains of lane L
-// for token t. A block's weights load once for the NT tokens; a block past
-// the row's last one adds +0, as a padded unit's lane does. With `next`,
-// the two groups from there on are fetched as these are read.
+// The 32-element types' x8 blocks, two of them in the lanes (a block's 8
+// rows in lanes 0-7, the other's in 8-15; quant_x8.c's layout), as VPDPBUSD
+// takes them: unsigned, Q8_0's and the table types' values + 128.
+
+// A vector of the two blocks' qs, raw (lanes 0-7: weights 4v_lo .. +3 in
+// the low nibbles, lanes 8-15: 4v_hi .. +3; Q8_0: the values), as weights:
+// its low or high nibbles (hi; weights 16 on), with Q5_0's and Q5_1's 5th
+// bits from qh (unit_qh512; bit v of each byte is weight 4v + j's).
+ALWAYS_INLINE __m512i unit_w512(uint32_t type, __m512i raw, int hi, __m512i qh, int v_lo, int v_hi) {
+    if (type == Q_Q8_0) return _mm512_xor_si512(raw, _mm512_set1_epi8((char)0x80));
+    __m512i w = _mm512_and_si512(hi ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(15));
+    if (type == Q_Q5_0 || type == Q_Q5_1) {  // bit v of each byte rotated to bit 4
+        const __m512i turn = _mm512_rolv_epi32(qh, _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32((4 - v_lo) & 31),
+                                                                           _mm512_set1_epi32((4 - v_hi) & 31)));
+        w = _mm512_ternarylogic_epi32(w, turn, _mm512_set1_epi8(0x10), 0xf8);  // w | (turn & 0x10)
+    }
+    return q_is_lut(type) ? _mm512_shuffle_epi8(lut_table(type), w) : w;
+}
+
+// Q5_0's and Q5_1's qh of blocks a (lanes 0-7) and b (8-15); zero otherwise.
+ALWAYS_INLINE __m512i unit_qh512(uint32_t type, const uint8_t *a, const uint8_t *b) {
+    if (type != Q_Q5_0 && type != Q_Q5_1) return _mm512_setzero_si512();
+    const size_t o = type == Q_Q5_0 ? X8_AT(block_q5_0, qh) : X8_AT(block_q5_1, qh);
+    return x8_pair(a + o, b + o);
+}
+
+// The scales d of blocks a (lanes 0-7) and b (8-15).
+ALWAYS_INLINE __m512 unit_d512(uint32_t type, const uint8_t *a, const uint8_t *b) {
+    if (type != Q_MXFP4) return x8_pair_halves(a, b);
+    return mxfp4_pow2(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)load_u64(b), (long long)load_u64(a))));
+}
+
+// Two x8 groups (quant_x8.c; a's rows in lanes 0-7, b's in 8-15) of a
+// 32-element type against NT tokens, each row running unit_tile_n's float
+// chains: its lane L takes block 16u + L of unit u, so lane[L][t] holds 16
+// rows' chains of lane L for token t, with unit_token's operations. A
+// block's weights load once for the NT tokens; a block past the row's last
+// one adds +0, as a padded unit's lane does. With `next`, the two groups
+// from there on are fetched as these are read.
 ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n,
                                int64_t u0, int64_t u1, const uint8_t *x, size_t xs, float *out, const int NT) {
     const size_t bb = block32_bytes(type);
     const int64_t nb = n / 32;
+    const int has_m = type == Q_Q4_1 || type == Q_Q5_1;
     __m512 lane[16][TILE_T];
-    const __m512i m4 = _mm512_set1_epi8(15);
     for (int L = 0; L < 16; L++)
         for (int t = 0; t < NT; t++) lane[L][t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++)
@@ -292,18 +329,16 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
                     _mm_prefetch((const char *)next + at + l, _MM_HINT_T0);
                     _mm_prefetch((const char *)next + (size_t)nb * 8 * bb + at + l, _MM_HINT_T0);
                 }
-            __m512i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3, unsigned (Q8_0's + 128)
+            const __m512i qh = unit_qh512(type, a + at, b + at);
+            __m512i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3
             for (int v = 0; v < (type == Q_Q8_0 ? 8 : 4); v++) {
-                const size_t o = at + X8_AT(block_q8_0, qs) + 32 * (size_t)v;  // qs follows d in both types
+                const size_t o = at + unit_x8_qs(type) + 32 * (size_t)v;
                 const __m512i raw = x8_pair(a + o, b + o);
-                if (type == Q_Q8_0) {
-                    q[v] = _mm512_xor_si512(raw, _mm512_set1_epi8((char)0x80));
-                } else {
-                    q[v] = _mm512_and_si512(raw, m4);
-                    q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-                }
+                q[v] = unit_w512(type, raw, 0, qh, v, v);
+                if (type != Q_Q8_0) q[v + 4] = unit_w512(type, raw, 1, qh, v + 4, v + 4);
             }
-            const __m512 d = x8_pair_halves(a + at, b + at);
+            const __m512 d = unit_d512(type, a + at, b + at);
+            const __m512 m = has_m ? x8_pair_halves(a + at + X8_AT(block_q4_1, m), b + at + X8_AT(block_q4_1, m)) : d;
 #pragma GCC unroll 16
             for (int t = 0; t < NT; t++) {  // unit_token's operations on lane L
                 const uint8_t *r = x + (size_t)t * xs + (size_t)u * UNIT_BYTES + 4 * L;
@@ -313,9 +348,12 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
                     i1 = _mm512_dpbusd_epi32(i1, q[v + 1], bcast32(r + 64 * v + 64));
                 }
                 const __m512i c = bcast32(r + UNIT_W);
-                i0 = _mm512_add_epi32(_mm512_add_epi32(i0, i1), type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : c);
+                i0 = _mm512_add_epi32(i0, i1);
+                if (!has_m)
+                    i0 = _mm512_add_epi32(i0, type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(c, 3) : c);
                 const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(load_f32(r + UNIT_D)));
                 lane[L][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, lane[L][t]);
+                if (has_m) lane[L][t] = _mm512_fmadd_ps(m, _mm512_castsi512_ps(c), lane[L][t]);
             }
         }
     reduce16_rows16(lane, out, NT);
@@ -355,23 +393,25 @@ ALWAYS_INLINE void reduce16_pairs8(const __m512 acc[8], float *out) {
     _mm256_storeu_ps(out, _mm256_add_ps(_mm512_castps512_ps256(f), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
 }
 
-// Q4_0 and Q8_0, one token against the x8 group at g8 (unit_tile8_avx2's
-// chains, lane L of unit u = block 16u + L): per pass blocks L and L + 1,
-// whose chains acc[L / 2] holds in lanes 0-7 and 8-15. Weights go to
-// VPDPBUSD unsigned (Q8_0's + 128) and the activation word c removes what
-// that adds (unit_tile16's sums); a block past the row's last adds nothing.
+// The 32-element types of the x8 layout, one token against the x8 group at
+// g8 (unit_tile8_avx2's chains, lane L of unit u = block 16u + L): per pass
+// blocks L and L + 1, whose chains acc[L / 2] holds in lanes 0-7 and 8-15,
+// with unit_token's operations. The activation word c removes what the
+// weights' offsets add (unit_tile16's sums; Q4_1/Q5_1: it is s, for m);
+// a block past the row's last adds nothing.
 ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                                 float *out) {
     const size_t bb = 8 * block32_bytes(type);  // a block of the group
     const int64_t nb = n / 32;
-    const __m512i m4 = _mm512_set1_epi8(15);
+    const int has_m = type == Q_Q4_1 || type == Q_Q5_1;
     __m512 acc[8];
     for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *a = x + (size_t)u * UNIT_BYTES;
         __m512i xv[8];
         for (int v = 0; v < 8; v++) xv[v] = load512(a + 64 * v);
-        const __m512i cw = type == Q_Q4_0 ? _mm512_srai_epi32(load512(a + UNIT_W), 4) : load512(a + UNIT_W);
+        const __m512i W = load512(a + UNIT_W);
+        const __m512i cw = type == Q_Q4_0 ? _mm512_srai_epi32(W, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(W, 3) : W;
         const __m512i dxw = load512(a + UNIT_D);
         for (int L = 0; L < 16 && 16 * u + L < nb; L += 2) {
             const int two = 16 * u + L + 1 < nb;  // block L + 1 is there
@@ -379,16 +419,13 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
             decode_prefetch(b0, 2 * bb);
             __m512i i[2];
             for (int e = 0; e < 2; e++) {
-                const uint8_t *qs = (e ? b1 : b0) + X8_AT(block_q8_0, qs);  // (qs follows d in both types)
-                __m512i w[4];  // w[m] lanes: 8 rows' weights 4v .. 4v+3, v = 2m (0-7), 2m + 1 (8-15)
-                if (type == Q_Q8_0) {
-                    for (int m = 0; m < 4; m++) w[m] = _mm512_xor_si512(load512_halves(qs + 64 * m), _mm512_set1_epi8((char)0x80));
-                } else {
-                    for (int m = 0; m < 2; m++) {
-                        const __m512i raw = load512_halves(qs + 64 * m);
-                        w[m] = _mm512_and_si512(raw, m4);
-                        w[m + 2] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-                    }
+                const uint8_t *be = e ? b1 : b0, *qs = be + unit_x8_qs(type);
+                const __m512i qh = unit_qh512(type, be, be);
+                __m512i w[4];  // w[k] lanes 0-7: weights 4v .. 4v+3 with v = 2k, lanes 8-15: v = 2k + 1
+                for (int m = 0; m < (type == Q_Q8_0 ? 4 : 2); m++) {
+                    const __m512i raw = load512_halves(qs + 64 * m);
+                    w[m] = unit_w512(type, raw, 0, qh, 2 * m, 2 * m + 1);
+                    if (type != Q_Q8_0) w[m + 2] = unit_w512(type, raw, 1, qh, 4 + 2 * m, 5 + 2 * m);
                 }
                 __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
                 for (int m = 0; m < 4; m += 2) {
@@ -397,10 +434,14 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
                 }
                 i[e] = _mm512_add_epi32(s0, s1);
             }
-            const __m512i iv = _mm512_add_epi32(fold2(i[0], i[1]), lanes2(cw, L, cw, L + 1));
-            const __m512 d = x8_pair_halves(b0, b1);
-            const __m512 dd = _mm512_maskz_mul_ps(two ? 0xffff : 0x00ff, d, _mm512_castsi512_ps(lanes2(dxw, L, dxw, L + 1)));
+            __m512i iv = fold2(i[0], i[1]);
+            if (!has_m) iv = _mm512_add_epi32(iv, lanes2(cw, L, cw, L + 1));
+            const __mmask16 k = two ? 0xffff : 0x00ff;
+            const __m512 dd = _mm512_maskz_mul_ps(k, unit_d512(type, b0, b1), _mm512_castsi512_ps(lanes2(dxw, L, dxw, L + 1)));
             acc[L / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), dd, acc[L / 2]);
+            if (has_m)
+                acc[L / 2] = _mm512_fmadd_ps(_mm512_maskz_mov_ps(k, x8_pair_halves(b0 + X8_AT(block_q4_1, m), b1 + X8_AT(block_q4_1, m))),
+                                             _mm512_castsi512_ps(lanes2(W, L, W, L + 1)), acc[L / 2]);
         }
     }
     reduce16_pairs8(acc, out);
@@ -1047,8 +1088,15 @@ Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k16_tile_n, f_tile_n, bf16
         TILE_SWITCH(kernel, type, a, b, next, n, u0, u1, x, xs, out)                                             \
     }
 TILE16_FN(tile16_q4_0, unit_tile16, Q_Q4_0)
+TILE16_FN(tile16_q4_1, unit_tile16, Q_Q4_1)
+TILE16_FN(tile16_q5_0, unit_tile16, Q_Q5_0)
+TILE16_FN(tile16_q5_1, unit_tile16, Q_Q5_1)
 TILE16_FN(tile16_q8_0, unit_tile16, Q_Q8_0)
-const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = tile16_q4_0, [Q_Q8_0] = tile16_q8_0};
+TILE16_FN(tile16_iq4_nl, unit_tile16, Q_IQ4_NL)
+TILE16_FN(tile16_mxfp4, unit_tile16, Q_MXFP4)
+const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {
+    [Q_Q4_0] = tile16_q4_0, [Q_Q4_1] = tile16_q4_1,     [Q_Q5_0] = tile16_q5_0,  [Q_Q5_1] = tile16_q5_1,
+    [Q_Q8_0] = tile16_q8_0, [Q_IQ4_NL] = tile16_iq4_nl, [Q_MXFP4] = tile16_mxfp4};
 // A one-token tile function over a decode8 kernel (the driver's tn is 1).
 #define DECODE8_FN(name, kernel, type)                                                                      \
     static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn, \
@@ -1057,9 +1105,16 @@ const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = tile16_q4_0, [Q_Q8_
         kernel(type, w, n, u0, u1, x, out);                                                                 \
     }
 DECODE8_FN(decode8_q4_0, unit_decode8, Q_Q4_0)
+DECODE8_FN(decode8_q4_1, unit_decode8, Q_Q4_1)
+DECODE8_FN(decode8_q5_0, unit_decode8, Q_Q5_0)
+DECODE8_FN(decode8_q5_1, unit_decode8, Q_Q5_1)
 DECODE8_FN(decode8_q8_0, unit_decode8, Q_Q8_0)
+DECODE8_FN(decode8_iq4_nl, unit_decode8, Q_IQ4_NL)
+DECODE8_FN(decode8_mxfp4, unit_decode8, Q_MXFP4)
 DECODE8_FN(decode8_q6_K, q6k_decode8, Q_Q6_K)
-const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {[Q_Q4_0] = decode8_q4_0, [Q_Q8_0] = decode8_q8_0, [Q_Q6_K] = decode8_q6_K};
+const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {
+    [Q_Q4_0] = decode8_q4_0, [Q_Q4_1] = decode8_q4_1,     [Q_Q5_0] = decode8_q5_0,   [Q_Q5_1] = decode8_q5_1,
+    [Q_Q8_0] = decode8_q8_0, [Q_IQ4_NL] = decode8_iq4_nl, [Q_MXFP4] = decode8_mxfp4, [Q_Q6_K] = decode8_q6_K};
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {

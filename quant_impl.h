@@ -116,6 +116,7 @@ static inline float e8m0_half(uint8_t e) {
 }
 
 static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t load_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline float load_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
 
 // Unpacks the 12 scale bytes of Q4_K/Q5_K into 8 scales and 8 mins (6 bits
@@ -470,6 +471,22 @@ void Q_ISA(q_matmul_k)(uint32_t type, int64_t n, const uint8_t *w, size_t ws, in
 // block starts at 8 times its offset there (the fields keep their order and
 // each takes 8 rows' bytes): X8_AT(block_q6_K, qh) = 8 * 128.
 #define X8_AT(T, field) (8 * offsetof(T, field))
+// Where the qs of a 32-element type's block start in an x8 group's block.
+static inline size_t unit_x8_qs(uint32_t type) {
+    switch (type) {
+    case Q_Q4_1: return X8_AT(block_q4_1, qs);
+    case Q_Q5_0: return X8_AT(block_q5_0, qs);
+    case Q_Q5_1: return X8_AT(block_q5_1, qs);
+    case Q_MXFP4: return X8_AT(block_mxfp4, qs);
+    case Q_IQ4_NL: return X8_AT(block_iq4_nl, qs);
+    case Q_Q8_0: return X8_AT(block_q8_0, qs);
+    default: return X8_AT(block_q4_0, qs);
+    }
+}
+// Q5_0's and Q5_1's qh in an x8 group: per row a dword whose
+// byte j holds in bit v the 5th bit of weight 4v + j (ggml's qh: bit 4v +
+// j), so a vector of 8 rows' weights 4v .. 4v+3 takes its 5th bits by one
+// shift of the 8 rows' qh (quant_x8.c converts).
 // Q5_K's block in an x8 group: d, dmin and scales as in block_q5_K, then the
 // row's 5-bit weights as five planes of 32 bytes, which take fewer
 // operations to take apart than qs and qh. Byte l of plane i holds element
@@ -493,11 +510,11 @@ void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int
                         int nt, int ngemm, float *y, size_t ldy);
 #endif
 // The AVX-512 build's x8 kernels (quant_avx512.c):
-//   q_tiles16_avx512[type] (Q4_0, Q8_0): for two or more tokens, a tile
+//   q_tiles16_avx512[type] (the 32-element types): for two or more tokens, a tile
 //     function over the groups a and b, 16 rows in the lanes (out[16 t + r]:
 //     token t, row r; rows 8-15 are b's), fetching the two groups from next
 //     on as it goes (NULL: none);
-//   q_decode8_avx512[type] (Q4_0, Q8_0, Q6_K): for one token, as
+//   q_decode8_avx512[type] (the 32-element types, Q6_K): for one token, as
 //     q_tiles8_avx2 (tn is 1);
 //   q_matmul_k_x8_avx512: as q_matmul_k_x8_avx2, for Q4_K.
 typedef void (*tile16_fn)(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1,

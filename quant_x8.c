@@ -17,8 +17,10 @@
 //   [128, 1152) qs as 32 vectors: vector j, dword r = the row's qs[4j .. 4j+3]
 // Q5_K interleaves each row's block as q5k_planes (quant_impl.h): after the
 // scales its 5 planes as 40 vectors (plane i's dwords v at vector 8i + v);
-// Q4_0 (144 bytes) and Q8_0 (272)
-// d, then qs as 4 and 8 vectors; Q6_K (1680 bytes) ql as 32 vectors, qh as
+// the 32-element types their fields in order (Q4_0, 144 bytes: d, then qs
+// as 4 vectors; Q5_1, 192: d, m, qh as one vector, qs; MXFP4, 136: its 8
+// exponent bytes, qs; Q8_0, 272: d, qs as 8 vectors), Q5_0's and Q5_1's qh
+// transposed (quant_impl.h); Q6_K (1680 bytes) ql as 32 vectors, qh as
 // 16, the 16 scales as runs of 8 bytes (run s, byte r: the row's
 // scales[s]), then d.
 // A matrix's groups follow each other (group g at byte 8g · row bytes), its
@@ -49,6 +51,12 @@ static int x8_fields(uint32_t type, const x8_field **f) {
                                    X8_FIELD(block_q6_K, scales, 1), X8_FIELD(block_q6_K, d, 2)};
     static const x8_field q40[] = {X8_FIELD(block_q4_0, d, 2), X8_FIELD(block_q4_0, qs, 4)};
     static const x8_field q80[] = {X8_FIELD(block_q8_0, d, 2), X8_FIELD(block_q8_0, qs, 4)};
+    static const x8_field q41[] = {X8_FIELD(block_q4_1, d, 2), X8_FIELD(block_q4_1, m, 2), X8_FIELD(block_q4_1, qs, 4)};
+    static const x8_field q50[] = {X8_FIELD(block_q5_0, d, 2), X8_FIELD(block_q5_0, qh, 4), X8_FIELD(block_q5_0, qs, 4)};
+    static const x8_field q51[] = {X8_FIELD(block_q5_1, d, 2), X8_FIELD(block_q5_1, m, 2), X8_FIELD(block_q5_1, qh, 4),
+                                   X8_FIELD(block_q5_1, qs, 4)};
+    static const x8_field iq4nl[] = {X8_FIELD(block_iq4_nl, d, 2), X8_FIELD(block_iq4_nl, qs, 4)};
+    static const x8_field mxfp4[] = {X8_FIELD(block_mxfp4, e, 1), X8_FIELD(block_mxfp4, qs, 4)};
     switch (type) {
 #define FIELDS(a) return *f = (a), (int)(sizeof(a) / sizeof(a)[0])
     case Q_Q4_K: FIELDS(q4k);
@@ -56,6 +64,11 @@ static int x8_fields(uint32_t type, const x8_field **f) {
     case Q_Q6_K: FIELDS(q6k);
     case Q_Q4_0: FIELDS(q40);
     case Q_Q8_0: FIELDS(q80);
+    case Q_Q4_1: FIELDS(q41);
+    case Q_Q5_0: FIELDS(q50);
+    case Q_Q5_1: FIELDS(q51);
+    case Q_IQ4_NL: FIELDS(iq4nl);
+    case Q_MXFP4: FIELDS(mxfp4);
 #undef FIELDS
     default: return *f = NULL, 0;
     }
@@ -70,8 +83,9 @@ int q_x8_layout(uint32_t type) {
 // products this build's x8 kernels compute faster than its kernels on
 // ggml's rows. The AVX2 build's gather 8 rows' bytes into lanes at about
 // the cost of the products. The AVX-512 build's stream Q4_0, Q8_0, Q4_K and
-// Q6_K 20-45% slower than the x8 kernels (one thread, from DRAM); with Q5_K
-// copied too, the 1B Q5_K_M decoded 5-8% slower.
+// Q6_K 20-45% slower than the x8 kernels (one thread, from DRAM), and Q5_0,
+// Q5_1, Q4_1 decoded 5-30% slower on the 1B shape; with Q5_K copied too,
+// the 1B Q5_K_M decoded 5-8% slower.
 int q_x8_wanted(uint32_t type) {
 #if defined(Q_AVX2)
     return q_x8_layout(type);
@@ -112,15 +126,58 @@ static void q5k_from_planes(const q5k_planes *p, block_q5_K *b) {
     }
 }
 
+// Q5_0's and Q5_1's qh as the x8 copy keeps it (quant_impl.h, unit_x8_qs):
+// bit 4v + j to bit 8j + v (a 4 x 8 bit transposition), and back.
+static uint32_t q5_qh_to_x8(uint32_t h) {
+    uint32_t o = 0;
+    for (int j = 0; j < 4; j++) {  // bits j, j + 4, ..., j + 28 into byte j
+        uint32_t b = h >> j & 0x11111111u;
+        b = (b | b >> 3) & 0x03030303u;
+        b = (b | b >> 6) & 0x000f000fu;
+        b = (b | b >> 12) & 0xffu;
+        o |= b << 8 * j;
+    }
+    return o;
+}
+
+static uint32_t q5_qh_from_x8(uint32_t o) {
+    uint32_t h = 0;
+    for (int j = 0; j < 4; j++) {
+        uint32_t b = o >> 8 * j & 0xffu;
+        b = (b | b << 12) & 0x000f000fu;
+        b = (b | b << 6) & 0x03030303u;
+        b = (b | b << 3) & 0x11111111u;
+        h |= b << j;
+    }
+    return h;
+}
+
+// The types whose x8 copy keeps a block in a form of its own (same size):
+// Q5_K's planes, Q5_0's and Q5_1's qh transposed. `to` converts ggml's
+// block b into it at o, else back.
+static int x8_own_form(uint32_t type) { return type == Q_Q5_K || type == Q_Q5_0 || type == Q_Q5_1; }
+
+static void x8_convert(uint32_t type, const uint8_t *b, uint8_t *o, int to) {
+    if (type == Q_Q5_K) {
+        if (to) q5k_to_planes((const block_q5_K *)b, (q5k_planes *)o);
+        else q5k_from_planes((const q5k_planes *)b, (block_q5_K *)o);
+        return;
+    }
+    const size_t at = type == Q_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
+    memcpy(o, b, qtype_get(type)->block_bytes);
+    const uint32_t h = load_u32(b + at), c = to ? q5_qh_to_x8(h) : q5_qh_from_x8(h);
+    memcpy(o + at, &c, 4);
+}
+
 // Row r's block (ggml's layout) out of the group's block g.
 static void x8_block(uint32_t type, const uint8_t *g, int r, uint8_t *b) {
     const x8_field *f;
     const int nf = x8_fields(type, &f);
-    q5k_planes p;
-    uint8_t *to = type == Q_Q5_K ? (uint8_t *)&p : b;
+    uint8_t own[sizeof(block_q5_K)];  // the largest block of an own form
+    uint8_t *to = x8_own_form(type) ? own : b;
     for (int j = 0; j < nf; j++)
         for (int i = 0; i < f[j].len; i += f[j].w) memcpy(to + f[j].off + i, g + 8 * (f[j].off + i) + f[j].w * r, f[j].w);
-    if (type == Q_Q5_K) q5k_from_planes(&p, (block_q5_K *)b);
+    if (x8_own_form(type)) x8_convert(type, own, b, 0);
 }
 
 #if defined(__AVX2__)
@@ -186,16 +243,15 @@ static void x8_group(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *
     const int nf = x8_fields(type, &f);
     const size_t bb = (size_t)f[nf - 1].off + f[nf - 1].len;  // the fields cover the block
     for (int64_t k = 0; k < nb; k++, g += 8 * bb) {
-        if (type != Q_Q5_K) {
+        if (!x8_own_form(type)) {
             x8_group_block(f, nf, (size_t)k * bb, row, g, pack);
             continue;
         }
-        q5k_planes p[8];  // Q5_K: the rows' blocks as planes
-        uint8_t *const prow[8] = {(uint8_t *)&p[0], (uint8_t *)&p[1], (uint8_t *)&p[2], (uint8_t *)&p[3],
-                                  (uint8_t *)&p[4], (uint8_t *)&p[5], (uint8_t *)&p[6], (uint8_t *)&p[7]};
-        for (int r = 0; pack && r < 8; r++) q5k_to_planes((const block_q5_K *)(row[r] + (size_t)k * bb), &p[r]);
-        x8_group_block(f, nf, 0, prow, g, pack);
-        for (int r = 0; !pack && r < 8; r++) q5k_from_planes(&p[r], (block_q5_K *)(row[r] + (size_t)k * bb));
+        uint8_t own[8][sizeof(block_q5_K)];  // the rows' blocks in the type's own form
+        uint8_t *const orow[8] = {own[0], own[1], own[2], own[3], own[4], own[5], own[6], own[7]};
+        for (int r = 0; pack && r < 8; r++) x8_convert(type, row[r] + (size_t)k * bb, own[r], 1);
+        x8_group_block(f, nf, 0, orow, g, pack);
+        for (int r = 0; !pack && r < 8; r++) x8_convert(type, own[r], row[r] + (size_t)k * bb, 0);
     }
 }
 
