@@ -807,6 +807,84 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
     for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
 }
 
+// Q3_K's x8 planes (q3k_planes) in group block b: lane r = row r's 3-bit
+// weights 4v .. 4v+3 of sub-block s.
+ALWAYS_INLINE __m256i q3k_planes8_avx2(const uint8_t *b, int s, int v) {
+    const uint8_t *p = b + X8_AT(q3k_planes, p) + 32 * v;  // plane i at + 256 i
+#define PLANE(i) _mm256_loadu_si256((const __m256i *)(p + 256 * (i)))
+#define BITS(i, sh, m) _mm256_and_si256(_mm256_srli_epi16(PLANE(i), sh), _mm256_set1_epi8(m))
+    if (s < 6) return BITS(s / 2, 3 * (s & 1), 7);
+    return _mm256_or_si256(BITS(s - 6, 6, 3), BITS(2, s == 6 ? 4 : 5, 4));
+#undef BITS
+#undef PLANE
+}
+
+// Q3_K and Q2_K, the group at g8 against NT tokens: lane j of unit u (a
+// super-block) is group j, as in k16_tile_avx2, with its operations. Group j
+// takes Q3_K's sub-block j / 2 at plane dwords 4 (j & 1) + v, Q2_K's bits
+// 2k (k = (j % 8) / 2) of qs vectors 8 (j / 8) + 4 (j & 1) + v (v < 4: its
+// elements 4v .. 4v+3). Q3_K's scales: the words of q3k_scale_words, 8
+// rows at once.
+ALWAYS_INLINE void k23_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                                  size_t xs, float *out, const int NT) {
+    (void)n;
+    const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15);
+    __m256 acc[TILE_T][16];
+    for (int t = 0; t < NT; t++)
+        for (int j = 0; j < 16; j++) acc[t][j] = _mm256_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *b = g8 + (size_t)u * bb;
+        if (NT == 1)  // as in unit_tile8_avx2
+            decode_prefetch(b, bb);
+        __m256i S[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256 d, dmin = _mm256_setzero_ps();
+        if (type == Q_Q3_K) {
+            const uint8_t *sc = b + X8_AT(q3k_planes, scales);
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)sc), a1 = _mm256_loadu_si256((const __m256i *)(sc + 32));
+            const __m256i t = _mm256_loadu_si256((const __m256i *)(sc + 64));
+            for (int w = 0; w < 4; w++) {
+                const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(w & 1 ? a1 : a0, 4 * (w / 2)), m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(t, 2 * w), m3);
+                S[w] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+            }
+            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(q3k_planes, d))));
+        } else {
+            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, d))));
+            dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, dmin))));
+        }
+        for (int j = 0; j < 16; j++) {
+            __m256i q[4];
+            __m256 a, m = _mm256_setzero_ps();
+            if (type == Q_Q3_K) {
+                for (int v = 0; v < 4; v++) q[v] = q3k_planes8_avx2(b, j / 2, 4 * (j & 1) + v);
+                const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(S[j / 4], 8 * (j % 4)), _mm256_set1_epi32(63));
+                a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sc, _mm256_set1_epi32(32))), d);
+            } else {
+                for (int v = 0; v < 4; v++) {
+                    const __m256i raw = _mm256_loadu_si256((const __m256i *)(b + X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 4 * (j & 1) + v)));
+                    q[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * ((j % 8) / 2)), m3);
+                }
+                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + X8_AT(block_q2_K, scales) + 8 * j)));
+                a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(sc, _mm256_set1_epi32(15))), d);
+                m = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(sc, 4)), dmin);
+            }
+            for (int t = 0; t < NT; t++) {
+                const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+                __m256i xb[4];
+                for (int v = 0; v < 4; v++) xb[v] = _mm256_set1_epi32((int)load_u32(r + 64 * v + 4 * j));
+                const __m256i c = _mm256_set1_epi32((int)load_u32(r + K16_C + 4 * j));
+                const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
+                __m256i i = dots_u8s8(q, xb, 4, 4);
+                if (type == Q_Q3_K) i = _mm256_add_epi32(i, c);
+                acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a, dx), acc[t][j]);
+                if (type == Q_Q2_K) acc[t][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(m, dx), acc[t][j]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
+}
+
 TILE_FN(tile8_q4_0, unit_tile8_avx2, Q_Q4_0)
 TILE_FN(tile8_q4_1, unit_tile8_avx2, Q_Q4_1)
 TILE_FN(tile8_q5_0, unit_tile8_avx2, Q_Q5_0)
@@ -815,9 +893,12 @@ TILE_FN(tile8_q8_0, unit_tile8_avx2, Q_Q8_0)
 TILE_FN(tile8_iq4_nl, unit_tile8_avx2, Q_IQ4_NL)
 TILE_FN(tile8_mxfp4, unit_tile8_avx2, Q_MXFP4)
 TILE_FN(tile8_q6_K, q6k_tile8_avx2, Q_Q6_K)
+TILE_FN(tile8_q3_K, k23_tile8_avx2, Q_Q3_K)
+TILE_FN(tile8_q2_K, k23_tile8_avx2, Q_Q2_K)
 const tile_fn q_tiles8_avx2[Q_TYPE_COUNT] = {
-    [Q_Q4_0] = tile8_q4_0, [Q_Q4_1] = tile8_q4_1,     [Q_Q5_0] = tile8_q5_0, [Q_Q5_1] = tile8_q5_1,
-    [Q_Q8_0] = tile8_q8_0, [Q_IQ4_NL] = tile8_iq4_nl, [Q_MXFP4] = tile8_mxfp4, [Q_Q6_K] = tile8_q6_K};
+    [Q_Q4_0] = tile8_q4_0, [Q_Q4_1] = tile8_q4_1,     [Q_Q5_0] = tile8_q5_0,   [Q_Q5_1] = tile8_q5_1,
+    [Q_Q8_0] = tile8_q8_0, [Q_IQ4_NL] = tile8_iq4_nl, [Q_MXFP4] = tile8_mxfp4, [Q_Q6_K] = tile8_q6_K,
+    [Q_Q3_K] = tile8_q3_K, [Q_Q2_K] = tile8_q2_K};
 
 // Tokens [0, nt) of 8 rows (lanes [lo, hi) kept; y: row lo's outputs), in
 // groups as the token count allows: tokens [0, ngemm) in the gemm order

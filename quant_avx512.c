@@ -494,6 +494,84 @@ ALWAYS_INLINE void q6k_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
     reduce16_pairs8(acc, out);
 }
 
+// Q3_K and Q2_K, one token against the x8 group at g8 (k23_tile8_avx2's
+// chains): per pass groups j = 2s and 2s + 1, whose chains acc[s] holds in
+// lanes 0-7 and 8-15, with k16_token's operations. Both groups take the
+// vectors 2m, 2m + 1 (m < 4) of a run of 8: Q3_K's plane dwords of sub-block
+// s, Q2_K's qs vectors 8 (j / 8) on, bits 2k (k = (j % 8) / 2); q[m] lanes:
+// group j + m / 2's weights 4v .. 4v+3, v = 2 (m % 2) (0-7), + 1 (8-15).
+ALWAYS_INLINE void k23_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+                               float *out) {
+    (void)n;
+    const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
+    const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7);
+    __m512 acc[8];
+    for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *b = g8 + (size_t)u * bb, *r = x + (size_t)u * K16_BYTES;
+        decode_prefetch(b, bb);
+        const __m512i xv[4] = {load512(r), load512(r + 64), load512(r + 128), load512(r + 192)}, cv = load512(r + K16_C);
+        const __m512 dx = _mm512_set1_ps(load_f32(r + K16_D));
+        const uint8_t *dp = b + (type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d));
+        const __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dp)));
+        const __m512 d = _mm512_shuffle_f32x4(d8, d8, 0x44);  // the 8 rows' d in both halves
+        __m512 dmin = d;
+        __m512i S[4];  // Q3_K: q3k_scale_words' words of the 8 rows, in both halves
+        if (type == Q_Q3_K) {
+            const uint8_t *sc = b + X8_AT(q3k_planes, scales);
+            const __m512i a0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)sc));
+            const __m512i a1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+            const __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sc + 64)));
+            for (int w = 0; w < 4; w++)  // (lo & 15) | (hi & 3) << 4
+                S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? a1 : a0, 4 * (w / 2)),
+                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4),
+                                                 _mm512_set1_epi8(15), 0xEC);
+        } else {
+            const __m512 m8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, dmin)))));
+            dmin = _mm512_shuffle_f32x4(m8, m8, 0x44);
+        }
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            const int j = 2 * s;  // and j + 1
+            __m512i q[4];
+            for (int m = 0; m < 4; m++) {
+                if (type == Q_Q2_K) {
+                    const __m512i raw = load512_halves(b + X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 2 * m));
+                    q[m] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * ((j % 8) / 2)), m3);
+                    continue;
+                }
+                const uint8_t *p = b + X8_AT(q3k_planes, p) + 64 * m;  // plane i at + 256 i
+                if (s < 6) {
+                    q[m] = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p + 256 * (s / 2)), 3 * (s & 1)), m7);
+                } else {  // bits 6-7 of plane s - 6, bit s of plane 2 as bit 2
+                    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p + 512), s == 6 ? 4 : 5), _mm512_set1_epi8(4));
+                    q[m] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(load512_halves(p + 256 * (s - 6)), 6), hb, m3, 0xEC);  // (a & 3) | hb
+                }
+            }
+            __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], lanes2(xv[0], j, xv[1], j));
+            __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], lanes2(xv[0], j + 1, xv[1], j + 1));
+            i0 = _mm512_dpbusd_epi32(i0, q[1], lanes2(xv[2], j, xv[3], j));
+            i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
+            const __m512i c = lanes2(cv, j, cv, j + 1);
+            __m512i iv = fold2(i0, i1);
+            __m512 a, m = d;
+            if (type == Q_Q3_K) {
+                iv = _mm512_add_epi32(iv, c);
+                const __m512i sh = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(8 * (j % 4)), _mm512_set1_epi32(8 * ((j + 1) % 4)));
+                const __m512i sc = _mm512_and_si512(_mm512_srlv_epi32(S[j / 4], sh), _mm512_set1_epi32(63));
+                a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))), d);
+            } else {
+                const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, scales) + 8 * j)));
+                a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))), d);
+                m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)), dmin);
+            }
+            acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(a, dx), acc[s]);
+            if (type == Q_Q2_K) acc[s] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(m, dx), acc[s]);
+        }
+    }
+    reduce16_pairs8(acc, out);
+}
+
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
 
 typedef struct {
@@ -1112,9 +1190,12 @@ DECODE8_FN(decode8_q8_0, unit_decode8, Q_Q8_0)
 DECODE8_FN(decode8_iq4_nl, unit_decode8, Q_IQ4_NL)
 DECODE8_FN(decode8_mxfp4, unit_decode8, Q_MXFP4)
 DECODE8_FN(decode8_q6_K, q6k_decode8, Q_Q6_K)
+DECODE8_FN(decode8_q3_K, k23_decode8, Q_Q3_K)
+DECODE8_FN(decode8_q2_K, k23_decode8, Q_Q2_K)
 const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {
     [Q_Q4_0] = decode8_q4_0, [Q_Q4_1] = decode8_q4_1,     [Q_Q5_0] = decode8_q5_0,   [Q_Q5_1] = decode8_q5_1,
-    [Q_Q8_0] = decode8_q8_0, [Q_IQ4_NL] = decode8_iq4_nl, [Q_MXFP4] = decode8_mxfp4, [Q_Q6_K] = decode8_q6_K};
+    [Q_Q8_0] = decode8_q8_0, [Q_IQ4_NL] = decode8_iq4_nl, [Q_MXFP4] = decode8_mxfp4, [Q_Q6_K] = decode8_q6_K,
+    [Q_Q3_K] = decode8_q3_K, [Q_Q2_K] = decode8_q2_K};
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {

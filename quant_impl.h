@@ -496,6 +496,14 @@ static inline size_t unit_x8_qs(uint32_t type) {
 // (quant_x8.c converts).
 typedef struct { fp16_t d, dmin; uint8_t scales[12]; uint8_t p[5][32]; } q5k_planes;
 _Static_assert(sizeof(q5k_planes) == sizeof(block_q5_K), "q5k_planes");
+// Q3_K's block in an x8 group: its 3-bit weights (2 bits of qs, 1 of
+// hmask) as three planes of 32 bytes, then scales and d as in block_q3_K.
+// Byte l of the planes holds element l of sub-block s: s = 0, 1 in bits
+// 0-2, 3-5 of plane 0, s = 2, 3 of plane 1, s = 4, 5 of plane 2; s = 6 as
+// bits 6-7 of plane 0 and bit 6 of plane 2 (its third bit), s = 7 as bits
+// 6-7 of plane 1 and bit 7 of plane 2 (quant_x8.c converts).
+typedef struct { uint8_t p[3][32]; uint8_t scales[12]; fp16_t d; } q3k_planes;
+_Static_assert(sizeof(q3k_planes) == sizeof(block_q3_K), "q3k_planes");
 // The AVX2 build's x8 kernels (quant_avx2.c):
 //   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
 //     w (out[8 t + r]: token t, row r), for the unit-kernel types of the layout;
@@ -514,7 +522,7 @@ void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int
 //     function over the groups a and b, 16 rows in the lanes (out[16 t + r]:
 //     token t, row r; rows 8-15 are b's), fetching the two groups from next
 //     on as it goes (NULL: none);
-//   q_decode8_avx512[type] (the 32-element types, Q6_K): for one token, as
+//   q_decode8_avx512[type] (the 32-element types, Q2_K, Q3_K, Q6_K): for one token, as
 //     q_tiles8_avx2 (tn is 1);
 //   q_matmul_k_x8_avx512: as q_matmul_k_x8_avx2, for Q4_K.
 typedef void (*tile16_fn)(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1,

@@ -20,7 +20,10 @@
 // the 32-element types their fields in order (Q4_0, 144 bytes: d, then qs
 // as 4 vectors; Q5_1, 192: d, m, qh as one vector, qs; MXFP4, 136: its 8
 // exponent bytes, qs; Q8_0, 272: d, qs as 8 vectors), Q5_0's and Q5_1's qh
-// transposed (quant_impl.h); Q6_K (1680 bytes) ql as 32 vectors, qh as
+// transposed (quant_impl.h); Q2_K (672 bytes) its 16 scales as runs of 8
+// bytes (run s, byte r: the row's scales[s]), qs as 16 vectors, d, dmin;
+// Q3_K (880) as q3k_planes (quant_impl.h): 3 planes as 24 vectors, the
+// scale bytes as 3 vectors, d; Q6_K (1680 bytes) ql as 32 vectors, qh as
 // 16, the 16 scales as runs of 8 bytes (run s, byte r: the row's
 // scales[s]), then d.
 // A matrix's groups follow each other (group g at byte 8g · row bytes), its
@@ -57,6 +60,9 @@ static int x8_fields(uint32_t type, const x8_field **f) {
                                    X8_FIELD(block_q5_1, qs, 4)};
     static const x8_field iq4nl[] = {X8_FIELD(block_iq4_nl, d, 2), X8_FIELD(block_iq4_nl, qs, 4)};
     static const x8_field mxfp4[] = {X8_FIELD(block_mxfp4, e, 1), X8_FIELD(block_mxfp4, qs, 4)};
+    static const x8_field q2k[] = {X8_FIELD(block_q2_K, scales, 1), X8_FIELD(block_q2_K, qs, 4), X8_FIELD(block_q2_K, d, 2),
+                                   X8_FIELD(block_q2_K, dmin, 2)};
+    static const x8_field q3k[] = {X8_FIELD(q3k_planes, p, 4), X8_FIELD(q3k_planes, scales, 4), X8_FIELD(q3k_planes, d, 2)};
     switch (type) {
 #define FIELDS(a) return *f = (a), (int)(sizeof(a) / sizeof(a)[0])
     case Q_Q4_K: FIELDS(q4k);
@@ -69,6 +75,8 @@ static int x8_fields(uint32_t type, const x8_field **f) {
     case Q_Q5_1: FIELDS(q51);
     case Q_IQ4_NL: FIELDS(iq4nl);
     case Q_MXFP4: FIELDS(mxfp4);
+    case Q_Q2_K: FIELDS(q2k);
+    case Q_Q3_K: FIELDS(q3k);
 #undef FIELDS
     default: return *f = NULL, 0;
     }
@@ -84,13 +92,14 @@ int q_x8_layout(uint32_t type) {
 // ggml's rows. The AVX2 build's gather 8 rows' bytes into lanes at about
 // the cost of the products. The AVX-512 build's stream Q4_0, Q8_0, Q4_K and
 // Q6_K 20-45% slower than the x8 kernels (one thread, from DRAM), and Q5_0,
-// Q5_1, Q4_1 decoded 5-30% slower on the 1B shape; with Q5_K copied too,
-// the 1B Q5_K_M decoded 5-8% slower.
+// Q5_1, Q4_1, Q2_K, Q3_K decoded 5-30% slower on the 1B shape; with Q5_K
+// copied too, the 1B Q5_K_M decoded 5-8% slower. (A type goes there only
+// with a one-token x8 kernel.)
 int q_x8_wanted(uint32_t type) {
 #if defined(Q_AVX2)
     return q_x8_layout(type);
 #elif defined(Q_AVX512)
-    return type != Q_Q5_K && q_x8_layout(type);
+    return q_x8_layout(type) && (type == Q_Q4_K || q_decode8_avx512[type]);
 #else
     (void)type;
     return 0;
@@ -126,6 +135,35 @@ static void q5k_from_planes(const q5k_planes *p, block_q5_K *b) {
     }
 }
 
+// A Q3_K block as planes and back (v[s]: element l of sub-block s).
+static void q3k_to_planes(const block_q3_K *b, q3k_planes *p) {
+    for (int l = 0; l < 32; l++) {
+        int v[8];
+        for (int s = 0; s < 8; s++) v[s] = q2_bits(b->qs, 32 * s + l) | ((b->hmask[l] >> s) & 1) << 2;
+        p->p[0][l] = (uint8_t)(v[0] | v[1] << 3 | (v[6] & 3) << 6);
+        p->p[1][l] = (uint8_t)(v[2] | v[3] << 3 | (v[7] & 3) << 6);
+        p->p[2][l] = (uint8_t)(v[4] | v[5] << 3 | (v[6] >> 2) << 6 | (v[7] >> 2) << 7);
+    }
+    memcpy(p->scales, b->scales, sizeof p->scales);
+    p->d = b->d;
+}
+
+static void q3k_from_planes(const q3k_planes *p, block_q3_K *b) {
+    memset(b->hmask, 0, sizeof b->hmask);
+    memset(b->qs, 0, sizeof b->qs);
+    for (int l = 0; l < 32; l++) {
+        const int p0 = p->p[0][l], p1 = p->p[1][l], p2 = p->p[2][l];
+        const int v[8] = {p0 & 7, p0 >> 3 & 7, p1 & 7, p1 >> 3 & 7, p2 & 7, p2 >> 3 & 7,
+                          p0 >> 6 | (p2 >> 6 & 1) << 2, p1 >> 6 | (p2 >> 7) << 2};
+        for (int s = 0; s < 8; s++) {  // element e = 32s + l: q2_bits' place, bit s of hmask[l]
+            b->qs[32 * (s / 4) + l] |= (uint8_t)((v[s] & 3) << 2 * (s % 4));
+            b->hmask[l] |= (uint8_t)((v[s] >> 2) << s);
+        }
+    }
+    memcpy(b->scales, p->scales, sizeof b->scales);
+    b->d = p->d;
+}
+
 // Q5_0's and Q5_1's qh as the x8 copy keeps it (quant_impl.h, unit_x8_qs):
 // bit 4v + j to bit 8j + v (a 4 x 8 bit transposition), and back.
 static uint32_t q5_qh_to_x8(uint32_t h) {
@@ -153,14 +191,19 @@ static uint32_t q5_qh_from_x8(uint32_t o) {
 }
 
 // The types whose x8 copy keeps a block in a form of its own (same size):
-// Q5_K's planes, Q5_0's and Q5_1's qh transposed. `to` converts ggml's
-// block b into it at o, else back.
-static int x8_own_form(uint32_t type) { return type == Q_Q5_K || type == Q_Q5_0 || type == Q_Q5_1; }
+// Q5_K's and Q3_K's planes, Q5_0's and Q5_1's qh transposed. `to`
+// converts ggml's block b into it at o, else back.
+static int x8_own_form(uint32_t type) { return type == Q_Q5_K || type == Q_Q3_K || type == Q_Q5_0 || type == Q_Q5_1; }
 
 static void x8_convert(uint32_t type, const uint8_t *b, uint8_t *o, int to) {
     if (type == Q_Q5_K) {
         if (to) q5k_to_planes((const block_q5_K *)b, (q5k_planes *)o);
         else q5k_from_planes((const q5k_planes *)b, (block_q5_K *)o);
+        return;
+    }
+    if (type == Q_Q3_K) {
+        if (to) q3k_to_planes((const block_q3_K *)b, (q3k_planes *)o);
+        else q3k_from_planes((const q3k_planes *)b, (block_q3_K *)o);
         return;
     }
     const size_t at = type == Q_Q5_0 ? offsetof(block_q5_0, qh) : offsetof(block_q5_1, qh);
