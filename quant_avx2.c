@@ -671,14 +671,16 @@ ALWAYS_INLINE void reduce16_rows8(const __m256 acc[16], float *out) {
 // then m, qh, qs as the type has them): q[v] lane r = row r's weights 4v ..
 // 4v+3, unsigned for Q4_0, Q4_1, Q5_0 and Q5_1 (the 5th bits from qh as the
 // x8 copy keeps it: bit v of byte j is weight 4v + j's) and MXFP4 (its
-// values + 12), signed values for Q8_0 and IQ4_NL; d (and m) of the 8 rows.
-ALWAYS_INLINE void unit8_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[8], __m256 *d, __m256 *m) {
+// values + 12), signed values for Q8_0, IQ4_NL and IQ4_XS; d (and m) of
+// the 8 rows (IQ4_XS: d times its sub-block's scale).
+ALWAYS_INLINE void unit8_unpack_avx2(uint32_t type, const uint8_t *g, int64_t b, __m256i q[8], __m256 *d, __m256 *m) {
     const __m256i m4 = _mm256_set1_epi8(15);
+    const uint8_t *blk = unit_x8_block(type, g, b), *qs = unit_x8_qs_of(type, g, b);
     if (type == Q_Q8_0) {
-        for (int v = 0; v < 8; v++) q[v] = _mm256_loadu_si256((const __m256i *)(blk + unit_x8_qs(type) + 32 * v));
+        for (int v = 0; v < 8; v++) q[v] = _mm256_loadu_si256((const __m256i *)(qs + 32 * v));
     } else {
         for (int v = 0; v < 4; v++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + unit_x8_qs(type) + 32 * v));
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * v));
             q[v] = _mm256_and_si256(raw, m4);
             q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         }
@@ -698,6 +700,14 @@ ALWAYS_INLINE void unit8_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i 
         const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
         const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
         *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev)));
+    } else if (type == Q_IQ4_XS) {  // fp16(d) * (ls - 32) of sub-block b % 8 (iq4xs_scale)
+        const int sb = (int)(b % 8);
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_iq4_xs, scales_l)));
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + X8_AT(block_iq4_xs, scales_h))));
+        const __m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l, 4 * sb), _mm256_set1_epi32(15)),
+                                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * sb), _mm256_set1_epi32(3)), 4));
+        *d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)),
+                           _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
     } else {
         *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
     }
@@ -721,13 +731,12 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
                 for (int t = 0; t < NT; t++) acc[t][L] = _mm256_add_ps(acc[t][L], _mm256_setzero_ps());
                 continue;
             }
-            const uint8_t *blk = g + (size_t)b * 8 * bb;
             if (NT == 1)  // one token streams the group: ask for the bytes DECODE_AHEAD on
-                decode_prefetch(blk, 8 * bb);
+                decode_prefetch(g + (size_t)b * 8 * bb, 8 * bb);
             __m256i q[8], aq[8];
             __m256 d, m = _mm256_setzero_ps();
-            unit8_unpack_avx2(type, blk, q, &d, &m);
-            const int sgn = type == Q_Q8_0 || type == Q_IQ4_NL;  // signed weights: |w| times x with w's sign
+            unit8_unpack_avx2(type, g, b, q, &d, &m);
+            const int sgn = type == Q_Q8_0 || type == Q_IQ4_NL || type == Q_IQ4_XS;  // signed weights: |w| times x with w's sign
             for (int v = 0; sgn && v < 8; v++) aq[v] = _mm256_sign_epi8(q[v], q[v]);
             for (int t = 0; t < NT; t++) {
                 const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
@@ -892,13 +901,14 @@ TILE_FN(tile8_q5_1, unit_tile8_avx2, Q_Q5_1)
 TILE_FN(tile8_q8_0, unit_tile8_avx2, Q_Q8_0)
 TILE_FN(tile8_iq4_nl, unit_tile8_avx2, Q_IQ4_NL)
 TILE_FN(tile8_mxfp4, unit_tile8_avx2, Q_MXFP4)
+TILE_FN(tile8_iq4_xs, unit_tile8_avx2, Q_IQ4_XS)
 TILE_FN(tile8_q6_K, q6k_tile8_avx2, Q_Q6_K)
 TILE_FN(tile8_q3_K, k23_tile8_avx2, Q_Q3_K)
 TILE_FN(tile8_q2_K, k23_tile8_avx2, Q_Q2_K)
 const tile_fn q_tiles8_avx2[Q_TYPE_COUNT] = {
     [Q_Q4_0] = tile8_q4_0, [Q_Q4_1] = tile8_q4_1,     [Q_Q5_0] = tile8_q5_0,   [Q_Q5_1] = tile8_q5_1,
     [Q_Q8_0] = tile8_q8_0, [Q_IQ4_NL] = tile8_iq4_nl, [Q_MXFP4] = tile8_mxfp4, [Q_Q6_K] = tile8_q6_K,
-    [Q_Q3_K] = tile8_q3_K, [Q_Q2_K] = tile8_q2_K};
+    [Q_Q3_K] = tile8_q3_K, [Q_Q2_K] = tile8_q2_K,     [Q_IQ4_XS] = tile8_iq4_xs};
 
 // Tokens [0, nt) of 8 rows (lanes [lo, hi) kept; y: row lo's outputs), in
 // groups as the token count allows: tokens [0, ngemm) in the gemm order

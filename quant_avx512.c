@@ -295,10 +295,20 @@ ALWAYS_INLINE __m512i unit_qh512(uint32_t type, const uint8_t *a, const uint8_t 
     return x8_pair(a + o, b + o);
 }
 
-// The scales d of blocks a (lanes 0-7) and b (8-15).
-ALWAYS_INLINE __m512 unit_d512(uint32_t type, const uint8_t *a, const uint8_t *b) {
-    if (type != Q_MXFP4) return x8_pair_halves(a, b);
-    return mxfp4_pow2(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)load_u64(b), (long long)load_u64(a))));
+// The scales d of blocks a (lanes 0-7) and b (8-15), group blocks as
+// unit_x8_block gives them (IQ4_XS: d times the scale of sub-blocks sa, sb).
+ALWAYS_INLINE __m512 unit_d512(uint32_t type, const uint8_t *a, int sa, const uint8_t *b, int sb) {
+    if (type == Q_MXFP4)
+        return mxfp4_pow2(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)load_u64(b), (long long)load_u64(a))));
+    if (type != Q_IQ4_XS) return x8_pair_halves(a, b);
+    const __m512i l = x8_pair(a + X8_AT(block_iq4_xs, scales_l), b + X8_AT(block_iq4_xs, scales_l));
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + X8_AT(block_iq4_xs, scales_h)))),
+        _mm_loadu_si128((const __m128i *)(b + X8_AT(block_iq4_xs, scales_h))), 1));
+    const __m512i s = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(sa), _mm512_set1_epi32(sb));
+    const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(l, _mm512_slli_epi32(s, 2)), _mm512_set1_epi32(15)),
+                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, _mm512_slli_epi32(s, 1)), _mm512_set1_epi32(3)), 4));
+    return _mm512_mul_ps(x8_pair_halves(a, b), _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
 }
 
 // Two x8 groups (quant_x8.c; a's rows in lanes 0-7, b's in 8-15) of a
@@ -329,16 +339,17 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
                     _mm_prefetch((const char *)next + at + l, _MM_HINT_T0);
                     _mm_prefetch((const char *)next + (size_t)nb * 8 * bb + at + l, _MM_HINT_T0);
                 }
-            const __m512i qh = unit_qh512(type, a + at, b + at);
+            const uint8_t *ka = unit_x8_block(type, a, k), *kb = unit_x8_block(type, b, k);
+            const size_t qo = (size_t)(unit_x8_qs_of(type, a, k) - ka);
+            const __m512i qh = unit_qh512(type, ka, kb);
             __m512i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3
             for (int v = 0; v < (type == Q_Q8_0 ? 8 : 4); v++) {
-                const size_t o = at + unit_x8_qs(type) + 32 * (size_t)v;
-                const __m512i raw = x8_pair(a + o, b + o);
+                const __m512i raw = x8_pair(ka + qo + 32 * v, kb + qo + 32 * v);
                 q[v] = unit_w512(type, raw, 0, qh, v, v);
                 if (type != Q_Q8_0) q[v + 4] = unit_w512(type, raw, 1, qh, v + 4, v + 4);
             }
-            const __m512 d = unit_d512(type, a + at, b + at);
-            const __m512 m = has_m ? x8_pair_halves(a + at + X8_AT(block_q4_1, m), b + at + X8_AT(block_q4_1, m)) : d;
+            const __m512 d = unit_d512(type, ka, (int)(k % 8), kb, (int)(k % 8));
+            const __m512 m = has_m ? x8_pair_halves(ka + X8_AT(block_q4_1, m), kb + X8_AT(block_q4_1, m)) : d;
 #pragma GCC unroll 16
             for (int t = 0; t < NT; t++) {  // unit_token's operations on lane L
                 const uint8_t *r = x + (size_t)t * xs + (size_t)u * UNIT_BYTES + 4 * L;
@@ -415,11 +426,12 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
         const __m512i dxw = load512(a + UNIT_D);
         for (int L = 0; L < 16 && 16 * u + L < nb; L += 2) {
             const int two = 16 * u + L + 1 < nb;  // block L + 1 is there
-            const uint8_t *b0 = g8 + (size_t)(16 * u + L) * bb, *b1 = two ? b0 + bb : b0;
-            decode_prefetch(b0, 2 * bb);
+            const int64_t k0 = 16 * u + L, k1 = two ? k0 + 1 : k0;
+            const uint8_t *b0 = unit_x8_block(type, g8, k0), *b1 = unit_x8_block(type, g8, k1);
+            decode_prefetch(g8 + (size_t)k0 * bb, 2 * bb);
             __m512i i[2];
             for (int e = 0; e < 2; e++) {
-                const uint8_t *be = e ? b1 : b0, *qs = be + unit_x8_qs(type);
+                const uint8_t *be = e ? b1 : b0, *qs = unit_x8_qs_of(type, g8, e ? k1 : k0);
                 const __m512i qh = unit_qh512(type, be, be);
                 __m512i w[4];  // w[k] lanes 0-7: weights 4v .. 4v+3 with v = 2k, lanes 8-15: v = 2k + 1
                 for (int m = 0; m < (type == Q_Q8_0 ? 4 : 2); m++) {
@@ -437,7 +449,8 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
             __m512i iv = fold2(i[0], i[1]);
             if (!has_m) iv = _mm512_add_epi32(iv, lanes2(cw, L, cw, L + 1));
             const __mmask16 k = two ? 0xffff : 0x00ff;
-            const __m512 dd = _mm512_maskz_mul_ps(k, unit_d512(type, b0, b1), _mm512_castsi512_ps(lanes2(dxw, L, dxw, L + 1)));
+            const __m512 dd = _mm512_maskz_mul_ps(k, unit_d512(type, b0, (int)(k0 % 8), b1, (int)(k1 % 8)),
+                                                  _mm512_castsi512_ps(lanes2(dxw, L, dxw, L + 1)));
             acc[L / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), dd, acc[L / 2]);
             if (has_m)
                 acc[L / 2] = _mm512_fmadd_ps(_mm512_maskz_mov_ps(k, x8_pair_halves(b0 + X8_AT(block_q4_1, m), b1 + X8_AT(block_q4_1, m))),
@@ -1172,9 +1185,10 @@ TILE16_FN(tile16_q5_1, unit_tile16, Q_Q5_1)
 TILE16_FN(tile16_q8_0, unit_tile16, Q_Q8_0)
 TILE16_FN(tile16_iq4_nl, unit_tile16, Q_IQ4_NL)
 TILE16_FN(tile16_mxfp4, unit_tile16, Q_MXFP4)
+TILE16_FN(tile16_iq4_xs, unit_tile16, Q_IQ4_XS)
 const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {
     [Q_Q4_0] = tile16_q4_0, [Q_Q4_1] = tile16_q4_1,     [Q_Q5_0] = tile16_q5_0,  [Q_Q5_1] = tile16_q5_1,
-    [Q_Q8_0] = tile16_q8_0, [Q_IQ4_NL] = tile16_iq4_nl, [Q_MXFP4] = tile16_mxfp4};
+    [Q_Q8_0] = tile16_q8_0, [Q_IQ4_NL] = tile16_iq4_nl, [Q_MXFP4] = tile16_mxfp4, [Q_IQ4_XS] = tile16_iq4_xs};
 // A one-token tile function over a decode8 kernel (the driver's tn is 1).
 #define DECODE8_FN(name, kernel, type)                                                                      \
     static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn, \
@@ -1189,13 +1203,14 @@ DECODE8_FN(decode8_q5_1, unit_decode8, Q_Q5_1)
 DECODE8_FN(decode8_q8_0, unit_decode8, Q_Q8_0)
 DECODE8_FN(decode8_iq4_nl, unit_decode8, Q_IQ4_NL)
 DECODE8_FN(decode8_mxfp4, unit_decode8, Q_MXFP4)
+DECODE8_FN(decode8_iq4_xs, unit_decode8, Q_IQ4_XS)
 DECODE8_FN(decode8_q6_K, q6k_decode8, Q_Q6_K)
 DECODE8_FN(decode8_q3_K, k23_decode8, Q_Q3_K)
 DECODE8_FN(decode8_q2_K, k23_decode8, Q_Q2_K)
 const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {
     [Q_Q4_0] = decode8_q4_0, [Q_Q4_1] = decode8_q4_1,     [Q_Q5_0] = decode8_q5_0,   [Q_Q5_1] = decode8_q5_1,
     [Q_Q8_0] = decode8_q8_0, [Q_IQ4_NL] = decode8_iq4_nl, [Q_MXFP4] = decode8_mxfp4, [Q_Q6_K] = decode8_q6_K,
-    [Q_Q3_K] = decode8_q3_K, [Q_Q2_K] = decode8_q2_K};
+    [Q_Q3_K] = decode8_q3_K, [Q_Q2_K] = decode8_q2_K,     [Q_IQ4_XS] = decode8_iq4_xs};
 
 void q_matmul_k_avx512(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                        size_t xs, int nt, int ngemm, float *y, size_t ldy) {

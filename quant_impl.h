@@ -480,8 +480,19 @@ static inline size_t unit_x8_qs(uint32_t type) {
     case Q_MXFP4: return X8_AT(block_mxfp4, qs);
     case Q_IQ4_NL: return X8_AT(block_iq4_nl, qs);
     case Q_Q8_0: return X8_AT(block_q8_0, qs);
+    case Q_IQ4_XS: return X8_AT(block_iq4_xs, qs);
     default: return X8_AT(block_q4_0, qs);
     }
+}
+// Block b (lane b % 16 of unit b / 16) of a 32-element type's x8 group at
+// g: the group's block that holds it (IQ4_XS: the super-block, of which b
+// is sub-block b % 8), and where its qs start.
+static inline const uint8_t *unit_x8_block(uint32_t type, const uint8_t *g, int64_t b) {
+    if (type == Q_IQ4_XS) return g + (size_t)(b / 8) * 8 * sizeof(block_iq4_xs);
+    return g + (size_t)b * 8 * block32_bytes(type);
+}
+static inline const uint8_t *unit_x8_qs_of(uint32_t type, const uint8_t *g, int64_t b) {
+    return unit_x8_block(type, g, b) + unit_x8_qs(type) + (type == Q_IQ4_XS ? (size_t)8 * 16 * (b % 8) : 0);
 }
 // Q5_0's and Q5_1's qh in an x8 group: per row a dword whose
 // byte j holds in bit v the 5th bit of weight 4v + j (ggml's qh: bit 4v +

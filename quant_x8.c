@@ -20,7 +20,8 @@
 // the 32-element types their fields in order (Q4_0, 144 bytes: d, then qs
 // as 4 vectors; Q5_1, 192: d, m, qh as one vector, qs; MXFP4, 136: its 8
 // exponent bytes, qs; Q8_0, 272: d, qs as 8 vectors), Q5_0's and Q5_1's qh
-// transposed (quant_impl.h); Q2_K (672 bytes) its 16 scales as runs of 8
+// transposed (quant_impl.h); IQ4_XS (1088 bytes) d, scales_h, scales_l as
+// one vector, qs as 32 (sub-block s at vectors 4s .. 4s+3); Q2_K (672 bytes) its 16 scales as runs of 8
 // bytes (run s, byte r: the row's scales[s]), qs as 16 vectors, d, dmin;
 // Q3_K (880) as q3k_planes (quant_impl.h): 3 planes as 24 vectors, the
 // scale bytes as 3 vectors, d; Q6_K (1680 bytes) ql as 32 vectors, qh as
@@ -60,6 +61,8 @@ static int x8_fields(uint32_t type, const x8_field **f) {
                                    X8_FIELD(block_q5_1, qs, 4)};
     static const x8_field iq4nl[] = {X8_FIELD(block_iq4_nl, d, 2), X8_FIELD(block_iq4_nl, qs, 4)};
     static const x8_field mxfp4[] = {X8_FIELD(block_mxfp4, e, 1), X8_FIELD(block_mxfp4, qs, 4)};
+    static const x8_field iq4xs[] = {X8_FIELD(block_iq4_xs, d, 2), X8_FIELD(block_iq4_xs, scales_h, 2),
+                                     X8_FIELD(block_iq4_xs, scales_l, 4), X8_FIELD(block_iq4_xs, qs, 4)};
     static const x8_field q2k[] = {X8_FIELD(block_q2_K, scales, 1), X8_FIELD(block_q2_K, qs, 4), X8_FIELD(block_q2_K, d, 2),
                                    X8_FIELD(block_q2_K, dmin, 2)};
     static const x8_field q3k[] = {X8_FIELD(q3k_planes, p, 4), X8_FIELD(q3k_planes, scales, 4), X8_FIELD(q3k_planes, d, 2)};
@@ -75,6 +78,7 @@ static int x8_fields(uint32_t type, const x8_field **f) {
     case Q_Q5_1: FIELDS(q51);
     case Q_IQ4_NL: FIELDS(iq4nl);
     case Q_MXFP4: FIELDS(mxfp4);
+    case Q_IQ4_XS: FIELDS(iq4xs);
     case Q_Q2_K: FIELDS(q2k);
     case Q_Q3_K: FIELDS(q3k);
 #undef FIELDS

@@ -649,7 +649,7 @@ static void test_k4_order(void) {
 // unpacking path), over row ranges that start and end inside groups, unit
 // tails, K chunks, joint and lone tokens; its rows dequantize the same.
 static void test_x8(void) {
-    static const uint32_t types[] = {Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q8_0, Q_IQ4_NL, Q_MXFP4, Q_Q6_K, Q_Q3_K, Q_Q2_K, Q_Q4_K, Q_Q5_K};
+    static const uint32_t types[] = {Q_Q4_0, Q_Q4_1, Q_Q5_0, Q_Q5_1, Q_Q8_0, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4, Q_Q6_K, Q_Q3_K, Q_Q2_K, Q_Q4_K, Q_Q5_K};
     // (77 rows: more than the groups that unpacked products take at a time)
     static const int shapes[][2] = {{1, 1}, {8, 1}, {13, 1}, {37, 1}, {17, 3}, {9, 4}, {5, 8}, {33, 13}, {20, 17}, {77, 2}};
     rng_t r = {0x8888ull};
