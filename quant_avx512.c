@@ -460,64 +460,26 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
     reduce16_pairs8(acc, out);
 }
 
-// Q6_K, one token against the x8 group at g8 (q6k_tile8_avx2's chains):
-// per pass groups j = 2p and 2p + 1 of a super-block (p = 4h + k; they
-// take ql vectors 16h + 8(k & 1) + {0..7}, qh vectors 8h + {0..7}), whose
-// chains acc[p] holds in lanes 0-7 and 8-15; reduced in reduce16's order.
-ALWAYS_INLINE void q6k_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
-                               float *out) {
-    (void)type, (void)n;
-    const size_t bb = 8 * sizeof(block_q6_K);
-    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc[8];
-    for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
-    for (int64_t u = u0; u < u1; u++) {
-        const uint8_t *b = g8 + (size_t)u * bb, *r = x + (size_t)u * K16_BYTES;
-        decode_prefetch(b, bb);
-        const __m512i xv[4] = {load512(r), load512(r + 64), load512(r + 128), load512(r + 192)}, cv = load512(r + K16_C);
-        const __m512 dx = _mm512_set1_ps(load_f32(r + K16_D));
-        const __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, d)))));
-        const __m512 d = _mm512_shuffle_f32x4(d8, d8, 0x44);  // the 8 rows' d in both halves
-        for (int h = 0; h < 2; h++) {
-            __m512i H[4];  // qh vectors 8h + 2m, 8h + 2m + 1: group i = m / 2's v = 2(m % 2), + 1
-            for (int m = 0; m < 4; m++) H[m] = load512_halves(b + X8_AT(block_q6_K, qh) + 32 * (8 * h + 2 * m));
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const int j = 8 * h + 2 * k;  // and j + 1
-                __m512i q[4];                 // q[2i + w] lanes: group j + i's weights 4v .. 4v+3, v = 2w (0-7), 2w + 1 (8-15)
-                for (int m = 0; m < 4; m++) {
-                    const __m512i l = load512_halves(b + X8_AT(block_q6_K, ql) + 32 * (16 * h + 8 * (k & 1) + 2 * m));
-                    const __m512i hi = k == 0 ? _mm512_slli_epi16(H[m], 4) : k == 1 ? _mm512_slli_epi16(H[m], 2)
-                                     : k == 2 ? H[m] : _mm512_srli_epi16(H[m], 2);
-                    q[m] = _mm512_ternarylogic_epi32(k >> 1 ? _mm512_srli_epi16(l, 4) : l, _mm512_and_si512(hi, m30), m4,
-                                                     0xEC);  // (l & 15) | hi
-                }
-                __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], lanes2(xv[0], j, xv[1], j));
-                __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], lanes2(xv[0], j + 1, xv[1], j + 1));
-                i0 = _mm512_dpbusd_epi32(i0, q[1], lanes2(xv[2], j, xv[3], j));
-                i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
-                const __m512i iv = _mm512_add_epi32(fold2(i0, i1), lanes2(cv, j, cv, j + 1));
-                const __m512 sc = _mm512_mul_ps(
-                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, scales) + 8 * j)))),
-                    d);
-                acc[4 * h + k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(sc, dx), acc[4 * h + k]);
-            }
-        }
-    }
-    reduce16_pairs8(acc, out);
+// 8 rows' fp16 field at p as floats, in both halves.
+ALWAYS_INLINE __m512 halves8_twice(const uint8_t *p) {
+    const __m512 f = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+    return _mm512_shuffle_f32x4(f, f, 0x44);
 }
 
-// Q3_K and Q2_K, one token against the x8 group at g8 (k23_tile8_avx2's
-// chains): per pass groups j = 2s and 2s + 1, whose chains acc[s] holds in
-// lanes 0-7 and 8-15, with k16_token's operations. Both groups take the
-// vectors 2m, 2m + 1 (m < 4) of a run of 8: Q3_K's plane dwords of sub-block
-// s, Q2_K's qs vectors 8 (j / 8) on, bits 2k (k = (j % 8) / 2); q[m] lanes:
-// group j + m / 2's weights 4v .. 4v+3, v = 2 (m % 2) (0-7), + 1 (8-15).
-ALWAYS_INLINE void k23_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
+// Q6_K, Q3_K and Q2_K (the K16 types), one token against the x8 group at g8
+// (q6k_tile8_avx2's and k23_tile8_avx2's chains): per pass groups j = 2s and
+// 2s + 1 of a super-block, whose chains acc[s] holds in lanes 0-7 and 8-15,
+// with k16_token's operations; reduced in reduce16's order. Both groups take
+// the vectors 2m, 2m + 1 (m < 4) of a run of 8: Q6_K's ql vectors 16h + 8(k
+// & 1) on (nibble k >> 1; s = 4h + k) with qh vectors 8h on (bits 2k, 2k +
+// 1), Q3_K's plane dwords of sub-block s, Q2_K's qs vectors 8 (j / 8) on
+// (bits 2k); q[m] lanes: group j + m / 2's weights 4v .. 4v+3, v = 2 (m % 2)
+// (0-7), + 1 (8-15).
+ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                                float *out) {
     (void)n;
-    const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
-    const __m512i m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(7);
+    const size_t bb = 8 * (type == Q_Q6_K ? sizeof(block_q6_K) : type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(15);
     __m512 acc[8];
     for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
@@ -525,10 +487,9 @@ ALWAYS_INLINE void k23_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
         decode_prefetch(b, bb);
         const __m512i xv[4] = {load512(r), load512(r + 64), load512(r + 128), load512(r + 192)}, cv = load512(r + K16_C);
         const __m512 dx = _mm512_set1_ps(load_f32(r + K16_D));
-        const uint8_t *dp = b + (type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d));
-        const __m512 d8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dp)));
-        const __m512 d = _mm512_shuffle_f32x4(d8, d8, 0x44);  // the 8 rows' d in both halves
-        __m512 dmin = d;
+        const __m512 d = halves8_twice(b + (type == Q_Q6_K ? X8_AT(block_q6_K, d) : type == Q_Q2_K ? X8_AT(block_q2_K, d)
+                                                                                              : X8_AT(q3k_planes, d)));
+        const __m512 dmin = type == Q_Q2_K ? halves8_twice(b + X8_AT(block_q2_K, dmin)) : d;
         __m512i S[4];  // Q3_K: q3k_scale_words' words of the 8 rows, in both halves
         if (type == Q_Q3_K) {
             const uint8_t *sc = b + X8_AT(q3k_planes, scales);
@@ -537,26 +498,29 @@ ALWAYS_INLINE void k23_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
             const __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sc + 64)));
             for (int w = 0; w < 4; w++)  // (lo & 15) | (hi & 3) << 4
                 S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? a1 : a0, 4 * (w / 2)),
-                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4),
-                                                 _mm512_set1_epi8(15), 0xEC);
-        } else {
-            const __m512 m8 = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, dmin)))));
-            dmin = _mm512_shuffle_f32x4(m8, m8, 0x44);
+                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4), m4,
+                                                 0xEC);
         }
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
-            const int j = 2 * s;  // and j + 1
+            const int j = 2 * s, h = s / 4, k = s % 4;  // and j + 1
             __m512i q[4];
             for (int m = 0; m < 4; m++) {
-                if (type == Q_Q2_K) {
-                    const __m512i raw = load512_halves(b + X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 2 * m));
-                    q[m] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * ((j % 8) / 2)), m3);
-                    continue;
-                }
-                const uint8_t *p = b + X8_AT(q3k_planes, p) + 64 * m;  // plane i at + 256 i
-                if (s < 6) {
-                    q[m] = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p + 256 * (s / 2)), 3 * (s & 1)), m7);
+                if (type == Q_Q6_K) {
+                    const __m512i l = load512_halves(b + X8_AT(block_q6_K, ql) + 32 * (16 * h + 8 * (k & 1) + 2 * m));
+                    const __m512i H = load512_halves(b + X8_AT(block_q6_K, qh) + 32 * (8 * h + 2 * m));
+                    const __m512i hi = k == 0 ? _mm512_slli_epi16(H, 4) : k == 1 ? _mm512_slli_epi16(H, 2)
+                                     : k == 2 ? H : _mm512_srli_epi16(H, 2);
+                    q[m] = _mm512_ternarylogic_epi32(k >> 1 ? _mm512_srli_epi16(l, 4) : l, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)),
+                                                     m4, 0xEC);  // (l & 15) | hi
+                } else if (type == Q_Q2_K) {
+                    const __m512i raw = load512_halves(b + X8_AT(block_q2_K, qs) + 32 * (8 * h + 2 * m));
+                    q[m] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * k), m3);
+                } else if (s < 6) {
+                    const uint8_t *p = b + X8_AT(q3k_planes, p) + 64 * m + 256 * (s / 2);  // plane i at + 256 i
+                    q[m] = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p), 3 * (s & 1)), _mm512_set1_epi8(7));
                 } else {  // bits 6-7 of plane s - 6, bit s of plane 2 as bit 2
+                    const uint8_t *p = b + X8_AT(q3k_planes, p) + 64 * m;
                     const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p + 512), s == 6 ? 4 : 5), _mm512_set1_epi8(4));
                     q[m] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(load512_halves(p + 256 * (s - 6)), 6), hb, m3, 0xEC);  // (a & 3) | hb
                 }
@@ -567,8 +531,12 @@ ALWAYS_INLINE void k23_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
             i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
             const __m512i c = lanes2(cv, j, cv, j + 1);
             __m512i iv = fold2(i0, i1);
-            __m512 a, m = d;
-            if (type == Q_Q3_K) {
+            __m512 a, m = d;  // the groups' factors of the integer dot and (Q2_K) of the min term
+            if (type == Q_Q6_K) {
+                iv = _mm512_add_epi32(iv, c);
+                a = _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, scales) + 8 * j)))), d);
+            } else if (type == Q_Q3_K) {
                 iv = _mm512_add_epi32(iv, c);
                 const __m512i sh = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(8 * (j % 4)), _mm512_set1_epi32(8 * ((j + 1) % 4)));
                 const __m512i sc = _mm512_and_si512(_mm512_srlv_epi32(S[j / 4], sh), _mm512_set1_epi32(63));
@@ -1204,9 +1172,9 @@ DECODE8_FN(decode8_q8_0, unit_decode8, Q_Q8_0)
 DECODE8_FN(decode8_iq4_nl, unit_decode8, Q_IQ4_NL)
 DECODE8_FN(decode8_mxfp4, unit_decode8, Q_MXFP4)
 DECODE8_FN(decode8_iq4_xs, unit_decode8, Q_IQ4_XS)
-DECODE8_FN(decode8_q6_K, q6k_decode8, Q_Q6_K)
-DECODE8_FN(decode8_q3_K, k23_decode8, Q_Q3_K)
-DECODE8_FN(decode8_q2_K, k23_decode8, Q_Q2_K)
+DECODE8_FN(decode8_q6_K, k16_decode8, Q_Q6_K)
+DECODE8_FN(decode8_q3_K, k16_decode8, Q_Q3_K)
+DECODE8_FN(decode8_q2_K, k16_decode8, Q_Q2_K)
 const tile_fn q_decode8_avx512[Q_TYPE_COUNT] = {
     [Q_Q4_0] = decode8_q4_0, [Q_Q4_1] = decode8_q4_1,     [Q_Q5_0] = decode8_q5_0,   [Q_Q5_1] = decode8_q5_1,
     [Q_Q8_0] = decode8_q8_0, [Q_IQ4_NL] = decode8_iq4_nl, [Q_MXFP4] = decode8_mxfp4, [Q_Q6_K] = decode8_q6_K,
