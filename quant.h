@@ -107,14 +107,15 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
               const void *xq, size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy);
 
 // Weights with 8 rows interleaved ("x8", quant_x8.c): Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K matrices have
-// this second layout (q_x8_layout), which the kernels of some builds read
-// faster at one token (q_x8_wanted: the AVX2 ones, where gathering 8 rows'
-// bytes into lanes costs as much as the products, and the AVX-512 ones but
-// Q5_K's); the CPU backend
-// repacks such weights once at load. An x8 matrix of `rows` rows takes q_x8_bytes:
-// groups of 8 rows, group g at byte 8g · (a row's bytes), the last one padded
-// with copies of the last row. Its products are q_matmul's, bit for bit.
+// Q5_1, Q8_0, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K
+// matrices have this second layout (q_x8_layout), which the kernels of some
+// builds read faster at one token (q_x8_wanted: the AVX2 ones, where
+// gathering 8 rows' bytes into lanes costs as much as the products, and the
+// AVX-512 ones for the types it has one-token x8 kernels for); the CPU
+// backend repacks such weights once at load. An x8 matrix of `rows` rows
+// takes q_x8_bytes: groups of 8 rows, group g at byte 8g · (a row's bytes),
+// the last one padded with copies of the last row. Its products are
+// q_matmul's, bit for bit.
 int q_x8_layout(uint32_t type);
 int q_x8_wanted(uint32_t type);
 size_t q_x8_bytes(uint32_t type, int64_t rows, int64_t cols);

@@ -63,6 +63,13 @@ typedef struct {
     __m256 d, m;
 } half_regs;
 
+// 2^(e - 128) of 8 exponents e (as e8m0_half).
+ALWAYS_INLINE __m256 mxfp4_pow2_avx2(__m256i e) {
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
 // The table types (IQ4_NL, MXFP4, IQ4_XS): half h of a unit as half_unpack
 // gives it, q = the codes' values (signed, as Q8_0's), d (m unused). For
 // IQ4_XS the 8 blocks are a super-block's sub-blocks.
@@ -81,10 +88,7 @@ ALWAYS_INLINE void lut_half_unpack(uint32_t type, const uint8_t *blocks, half_re
     } else if (type == Q_MXFP4) {
         uint32_t e[8];
         for (int l = 0; l < 8; l++) p[l] = blocks + l * sizeof(block_mxfp4) + 1, e[l] = blocks[l * sizeof(block_mxfp4)];
-        const __m256i ev = _mm256_loadu_si256((const __m256i *)e);  // 2^(e - 128), as e8m0_half
-        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
-        const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
-        r->d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev)));
+        r->d = mxfp4_pow2_avx2(_mm256_loadu_si256((const __m256i *)e));
     } else {
         uint16_t d[8];
         for (int l = 0; l < 8; l++) p[l] = blocks + l * sizeof(block_iq4_nl) + 2, memcpy(&d[l], blocks + l * sizeof(block_iq4_nl), 2);
@@ -695,11 +699,8 @@ ALWAYS_INLINE void unit8_unpack_avx2(uint32_t type, const uint8_t *g, int64_t b,
         const __m256i tab = _mm256_broadcastsi128_si256(t);
         for (int v = 0; v < 8; v++) q[v] = _mm256_shuffle_epi8(tab, q[v]);
     }
-    if (type == Q_MXFP4) {  // 2^(e - 128), as e8m0_half
-        const __m256i ev = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk));
-        const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
-        const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
-        *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev)));
+    if (type == Q_MXFP4) {
+        *d = mxfp4_pow2_avx2(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk)));
     } else if (type == Q_IQ4_XS) {  // fp16(d) * (ls - 32) of sub-block b % 8 (iq4xs_scale)
         const int sb = (int)(b % 8);
         const __m256i l = _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_iq4_xs, scales_l)));

@@ -21,10 +21,11 @@
 // as 4 vectors; Q5_1, 192: d, m, qh as one vector, qs; MXFP4, 136: its 8
 // exponent bytes, qs; Q8_0, 272: d, qs as 8 vectors), Q5_0's and Q5_1's qh
 // transposed (quant_impl.h); IQ4_XS (1088 bytes) d, scales_h, scales_l as
-// one vector, qs as 32 (sub-block s at vectors 4s .. 4s+3); Q2_K (672 bytes) its 16 scales as runs of 8
-// bytes (run s, byte r: the row's scales[s]), qs as 16 vectors, d, dmin;
-// Q3_K (880) as q3k_planes (quant_impl.h): 3 planes as 24 vectors, the
-// scale bytes as 3 vectors, d; Q6_K (1680 bytes) ql as 32 vectors, qh as
+// one vector, qs as 32 (sub-block s at vectors 4s .. 4s+3); Q2_K (672
+// bytes) its 16 scales as runs of 8 bytes (run s, byte r: the row's
+// scales[s]), qs as 16 vectors, d, dmin; Q3_K (880) as q3k_planes
+// (quant_impl.h): 3 planes as 24 vectors, the scale bytes as 3 vectors, d;
+// Q6_K (1680 bytes) ql as 32 vectors, qh as
 // 16, the 16 scales as runs of 8 bytes (run s, byte r: the row's
 // scales[s]), then d.
 // A matrix's groups follow each other (group g at byte 8g · row bytes), its
@@ -168,7 +169,7 @@ static void q3k_from_planes(const q3k_planes *p, block_q3_K *b) {
     b->d = p->d;
 }
 
-// Q5_0's and Q5_1's qh as the x8 copy keeps it (quant_impl.h, unit_x8_qs):
+// Q5_0's and Q5_1's qh as the x8 copy keeps it (quant_impl.h):
 // bit 4v + j to bit 8j + v (a 4 x 8 bit transposition), and back.
 static uint32_t q5_qh_to_x8(uint32_t h) {
     uint32_t o = 0;
