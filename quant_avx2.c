@@ -70,6 +70,14 @@ ALWAYS_INLINE __m256 mxfp4_pow2_avx2(__m256i e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
 }
 
+// IQ4_XS's 6-bit scales minus 32 (iq4xs_scale) of sub-block s of each
+// lane: l lane: its super-block's scales_l, h: its scales_h.
+ALWAYS_INLINE __m256i iq4xs_ls_avx2(__m256i l, __m256i h, __m256i s) {
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(l, _mm256_slli_epi32(s, 2)), _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(h, _mm256_slli_epi32(s, 1)), _mm256_set1_epi32(3));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+}
+
 // The table types (IQ4_NL, MXFP4, IQ4_XS): half h of a unit as half_unpack
 // gives it, q = the codes' values (signed, as Q8_0's), d (m unused). For
 // IQ4_XS the 8 blocks are a super-block's sub-blocks.
@@ -79,11 +87,7 @@ ALWAYS_INLINE void lut_half_unpack(uint32_t type, const uint8_t *blocks, half_re
     if (type == Q_IQ4_XS) {
         const block_iq4_xs *b = (const block_iq4_xs *)blocks;
         for (int l = 0; l < 8; l++) p[l] = b->qs + 16 * l;
-        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)load_u32(b->scales_l)), _mm256_slli_epi32(lane, 2)),
-                                            _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_slli_epi32(lane, 1)),
-                                            _mm256_set1_epi32(3));
-        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        const __m256i ls = iq4xs_ls_avx2(_mm256_set1_epi32((int)load_u32(b->scales_l)), _mm256_set1_epi32(b->scales_h), lane);
         r->d = _mm256_mul_ps(_mm256_set1_ps(half_f32(b->d)), _mm256_cvtepi32_ps(ls));
     } else if (type == Q_MXFP4) {
         uint32_t e[8];
@@ -702,13 +706,10 @@ ALWAYS_INLINE void unit8_unpack_avx2(uint32_t type, const uint8_t *g, int64_t b,
     if (type == Q_MXFP4) {
         *d = mxfp4_pow2_avx2(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk)));
     } else if (type == Q_IQ4_XS) {  // fp16(d) * (ls - 32) of sub-block b % 8 (iq4xs_scale)
-        const int sb = (int)(b % 8);
         const __m256i l = _mm256_loadu_si256((const __m256i *)(blk + X8_AT(block_iq4_xs, scales_l)));
         const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + X8_AT(block_iq4_xs, scales_h))));
-        const __m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(l, 4 * sb), _mm256_set1_epi32(15)),
-                                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * sb), _mm256_set1_epi32(3)), 4));
         *d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)),
-                           _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
+                           _mm256_cvtepi32_ps(iq4xs_ls_avx2(l, h, _mm256_set1_epi32((int)(b % 8)))));
     } else {
         *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
     }

@@ -150,6 +150,15 @@ ALWAYS_INLINE __m512 mxfp4_scales(const uint8_t *blocks) {
     return mxfp4_pow2(_mm512_loadu_si512(w));
 }
 
+// IQ4_XS's 6-bit scales minus 32 (iq4xs_scale) of sub-block s of each lane:
+// l lane: its super-block's scales_l, h: its scales_h from bit h_at on.
+ALWAYS_INLINE __m512i iq4xs_ls512(__m512i l, __m512i h, int h_at, __m512i s) {
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(l, _mm512_slli_epi32(s, 2)), _mm512_set1_epi32(15));
+    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(h_at))),
+                                        _mm512_set1_epi32(3));
+    return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+}
+
 // Two IQ4_XS super-blocks (sb): q[v], q[v + 4] lane L = the low and high
 // nibbles of dword v of sub-block L's 16 qs bytes; d lane L = fp16(d) * (ls - 32).
 ALWAYS_INLINE void iq4xs_unpack(const uint8_t *sb, unit_regs *r) {
@@ -171,11 +180,7 @@ ALWAYS_INLINE void iq4xs_unpack(const uint8_t *sb, unit_regs *r) {
     const __m512i l = _mm512_inserti64x4(_mm512_set1_epi32((int)load_u32(b[0].scales_l)),
                                          _mm256_set1_epi32((int)load_u32(b[1].scales_l)), 1);
     const __m512i s = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);  // the sub-block
-    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(l, _mm512_slli_epi32(s, 2)), _mm512_set1_epi32(15));
-    const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(16))),
-                                        _mm512_set1_epi32(3));
-    const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-    r->d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), _mm512_cvtepi32_ps(ls));
+    r->d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), _mm512_cvtepi32_ps(iq4xs_ls512(l, h, 16, s)));
 }
 
 // A unit of a table type: q = the codes' values + 128, d (m unused).
@@ -208,6 +213,13 @@ ALWAYS_INLINE void unit_unpack(uint32_t type, const uint8_t *blocks, unit_regs *
     for (int v = 0; type == Q_Q8_0 && v < 8; v++) r->q[v] = _mm512_xor_si512(r->q[v], _mm512_set1_epi8((char)0x80));
 }
 
+// What a 32-element type's integer sum takes from the activation's word c =
+// -128 Σx: Q8_0's and the table types' weights enter + 128 (c), Q4_0's and
+// Q5_0's as their codes q, for q - 8 and q - 16 (8 Σx = -c / 16, 16 Σx = -c / 8).
+ALWAYS_INLINE __m512i unit_c512(uint32_t type, __m512i c) {
+    return type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(c, 3) : c;
+}
+
 // One unit of one token: acc += d_w * d_x * Σ q*x per lane (+ c for
 // Q8_0's and the table types' +128, Q4_0's -8, Q5_0's -16), and for
 // Q8_1-style units acc += m * s.
@@ -219,11 +231,7 @@ ALWAYS_INLINE void unit_token(uint32_t type, const unit_regs *r, const uint8_t *
         i1 = _mm512_dpbusd_epi32(i1, r->q[v + 1], load512(a + 64 * v + 64));
     }
     i0 = _mm512_add_epi32(i0, i1);
-    // (c added last: see q6k_token) Q4_0/Q5_0 take q - 8 / q - 16: 8 Σx = -c / 16, 16 Σx = -c / 8
-    if (has_c) {
-        const __m512i c = load512(a + UNIT_W);
-        i0 = _mm512_add_epi32(i0, type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(c, 3) : c);
-    }
+    if (has_c) i0 = _mm512_add_epi32(i0, unit_c512(type, load512(a + UNIT_W)));  // (c added last: see q6k_token)
     const __m512 dd = _mm512_mul_ps(r->d, _mm512_loadu_ps(a + UNIT_D));
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, *acc);
     if (!has_c) *acc = _mm512_fmadd_ps(r->m, _mm512_loadu_ps(a + UNIT_W), *acc);
@@ -306,9 +314,7 @@ ALWAYS_INLINE __m512 unit_d512(uint32_t type, const uint8_t *a, int sa, const ui
         _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + X8_AT(block_iq4_xs, scales_h)))),
         _mm_loadu_si128((const __m128i *)(b + X8_AT(block_iq4_xs, scales_h))), 1));
     const __m512i s = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(sa), _mm512_set1_epi32(sb));
-    const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srlv_epi32(l, _mm512_slli_epi32(s, 2)), _mm512_set1_epi32(15)),
-                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, _mm512_slli_epi32(s, 1)), _mm512_set1_epi32(3)), 4));
-    return _mm512_mul_ps(x8_pair_halves(a, b), _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+    return _mm512_mul_ps(x8_pair_halves(a, b), _mm512_cvtepi32_ps(iq4xs_ls512(l, h, 0, s)));
 }
 
 // Two x8 groups (quant_x8.c; a's rows in lanes 0-7, b's in 8-15) of a
@@ -340,11 +346,11 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
                     _mm_prefetch((const char *)next + (size_t)nb * 8 * bb + at + l, _MM_HINT_T0);
                 }
             const uint8_t *ka = unit_x8_block(type, a, k), *kb = unit_x8_block(type, b, k);
-            const size_t qo = (size_t)(unit_x8_qs_of(type, a, k) - ka);
+            const uint8_t *qa = unit_x8_qs_of(type, a, k), *qb = unit_x8_qs_of(type, b, k);
             const __m512i qh = unit_qh512(type, ka, kb);
             __m512i q[8];  // q[v] lane r: row r's weights 4v .. 4v+3
             for (int v = 0; v < (type == Q_Q8_0 ? 8 : 4); v++) {
-                const __m512i raw = x8_pair(ka + qo + 32 * v, kb + qo + 32 * v);
+                const __m512i raw = x8_pair(qa + 32 * v, qb + 32 * v);
                 q[v] = unit_w512(type, raw, 0, qh, v, v);
                 if (type != Q_Q8_0) q[v + 4] = unit_w512(type, raw, 1, qh, v + 4, v + 4);
             }
@@ -361,7 +367,7 @@ ALWAYS_INLINE void unit_tile16(uint32_t type, const uint8_t *a, const uint8_t *b
                 const __m512i c = bcast32(r + UNIT_W);
                 i0 = _mm512_add_epi32(i0, i1);
                 if (!has_m)
-                    i0 = _mm512_add_epi32(i0, type == Q_Q4_0 ? _mm512_srai_epi32(c, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(c, 3) : c);
+                    i0 = _mm512_add_epi32(i0, unit_c512(type, c));
                 const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(load_f32(r + UNIT_D)));
                 lane[L][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), dd, lane[L][t]);
                 if (has_m) lane[L][t] = _mm512_fmadd_ps(m, _mm512_castsi512_ps(c), lane[L][t]);
@@ -422,7 +428,7 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
         __m512i xv[8];
         for (int v = 0; v < 8; v++) xv[v] = load512(a + 64 * v);
         const __m512i W = load512(a + UNIT_W);
-        const __m512i cw = type == Q_Q4_0 ? _mm512_srai_epi32(W, 4) : type == Q_Q5_0 ? _mm512_srai_epi32(W, 3) : W;
+        const __m512i cw = unit_c512(type, W);
         const __m512i dxw = load512(a + UNIT_D);
         for (int L = 0; L < 16 && 16 * u + L < nb; L += 2) {
             const int two = 16 * u + L + 1 < nb;  // block L + 1 is there
