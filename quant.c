@@ -640,8 +640,8 @@ void q_matmul(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
 // through unpacked rows: builds without x8 kernels (which never pack: only
 // tests come here), and the AVX-512 build's products it has no x8 kernel
 // for: the prompts of Q6_K (its kernels on ggml's rows, the unpacking
-// included, run 30% faster than x8 ones did), Q3_K and Q2_K, and Q5_K
-// (never packed there: q_x8_wanted).
+// included, run 30% faster than x8 ones did), and Q5_K (never packed
+// there: q_x8_wanted).
 static int x8_kernels(uint32_t wtype, int nt) {
 #if defined(Q_AVX512)
     return wtype == Q_Q4_K || (nt == 1 ? q_decode8_avx512[wtype] != NULL : q_tiles16_avx512[wtype] != NULL);

@@ -202,13 +202,12 @@ ALWAYS_INLINE void unit_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, in
 }
 
 
-// The integer dots of half h (groups 8h..8h+7) of a K16 record r with the
-// unsigned quants q[v] (lane g: its 4v..4v+3). In int16, two VPMADDUBSW
-// results of Q6_K's 6-bit quants add up, all four of Q3_K's and Q2_K's.
-ALWAYS_INLINE __m256i k16_dots_avx2(uint32_t type, const __m256i q[4], const uint8_t *r, int h) {
+// The integer dots of half h (groups 8h..8h+7) of a K16 record r with Q6_K's
+// quants q[v] (lane g: its 4v..4v+3; in int16, two VPMADDUBSW results add up).
+ALWAYS_INLINE __m256i q6k_dots_avx2(const __m256i q[4], const uint8_t *r, int h) {
     __m256i x[4];
     for (int v = 0; v < 4; v++) x[v] = _mm256_loadu_si256((const __m256i *)(r + 64 * v + 32 * h));
-    return dots_u8s8(q, x, 4, type == Q_Q6_K ? 2 : 4);
+    return dots_u8s8(q, x, 4, 2);
 }
 
 // Q6_K: q[h][v] lane g = weights 16(8h + g) + 4v .. + 3 (0..63), a[h] lane g
@@ -253,7 +252,7 @@ ALWAYS_INLINE void q6k_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int
             const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
             const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
             for (int h = 0; h < 2; h++) {
-                const __m256i i = _mm256_add_epi32(k16_dots_avx2(type, q[h], r, h),
+                const __m256i i = _mm256_add_epi32(q6k_dots_avx2(q[h], r, h),
                                                    _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h)));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
             }
@@ -263,11 +262,12 @@ ALWAYS_INLINE void q6k_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int
 }
 
 
-// Q3_K, Q2_K (k16_kernel_c states the math): q[h][v] lane g = the unsigned
-// quants 16(8h + g) + 4v .. + 3, a[h] and (Q2_K) m[h] lane g = the factors of
-// group 8h + g. Group 8h + 2j + l16's 2-bit quants are bits 2j of the half's qs
-// dwords 4 l16 + v; Q3_K's third bit is bit 4h + j of hmask dwords 4 l16 + v.
-ALWAYS_INLINE void k16_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[2][4], __m256 a[2], __m256 m[2]) {
+// Q3_K, Q2_K (the K23 chain, quant_impl.h): q[h][v] lane g = the unsigned
+// quants 16(8h + g) + 4v .. + 3; sc[h] lane g = group 8h + g's scale as two
+// int16 (Q3_K's less 32), m[h] (Q2_K) its min as one. Group 8h + 2j + l16's
+// 2-bit quants are bits 2j of the half's qs dwords 4 l16 + v; Q3_K's third bit
+// is bit 4h + j of hmask dwords 4 l16 + v.
+ALWAYS_INLINE void k23_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[2][4], __m256i sc[2], __m256i m[2]) {
     const __m256i idx = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4), sh = _mm256_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6);
     const __m256i hsh = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
     const uint8_t *qs = type == Q_Q2_K ? ((const block_q2_K *)blk)->qs : ((const block_q3_K *)blk)->qs;
@@ -285,46 +285,58 @@ ALWAYS_INLINE void k16_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[
             }
         }
     }
-    if (type == Q_Q3_K) {
-        const block_q3_K *b = (const block_q3_K *)blk;
-        const __m128i s16 = q3k_scale_vec(b->scales);
-        for (int h = 0; h < 2; h++) {
-            const __m256i sc = _mm256_sub_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(s16, 8) : s16), _mm256_set1_epi32(32));
-            a[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(sc), _mm256_set1_ps(half_f32(b->d)));
+    for (int h = 0; h < 2; h++) {
+        __m256i s;
+        if (type == Q_Q3_K) {
+            const __m128i s16 = q3k_scale_vec(((const block_q3_K *)blk)->scales);
+            s = _mm256_sub_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(s16, 8) : s16), _mm256_set1_epi32(32));
+        } else {
+            const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(((const block_q2_K *)blk)->scales + 8 * h)));
+            s = _mm256_and_si256(b, _mm256_set1_epi32(15));
+            m[h] = _mm256_srli_epi32(b, 4);
         }
-    } else {
-        const block_q2_K *b = (const block_q2_K *)blk;
-        for (int h = 0; h < 2; h++) {
-            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->scales + 8 * h)));
-            a[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(sc, _mm256_set1_epi32(15))), _mm256_set1_ps(half_f32(b->d)));
-            m[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(sc, 4)), _mm256_set1_ps(half_f32(b->dmin)));
-        }
+        sc[h] = _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
     }
 }
 
-ALWAYS_INLINE void k16_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+// The sums of 8 int32 lanes of a and of b.
+ALWAYS_INLINE void hsum2_epi32(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
+    const __m256i p = _mm256_hadd_epi32(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
+    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    const __m128i t = _mm_hadd_epi32(s, s);     // a, b, a, b
+    *sa = _mm_cvtsi128_si32(t), *sb = _mm_extract_epi32(t, 1);
+}
+
+ALWAYS_INLINE void k23_tile_avx2(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
                                  const uint8_t *x, size_t xs, float *out, const int NT) {
     (void)n;
     const size_t bs = type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K);
-    __m256 acc[TILE_T][2];
-    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    float acc[TILE_T];
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     for (int64_t u = u0; u < u1; u++) {
-        __m256i q[2][4];
-        __m256 a[2], m[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        k16_unpack_avx2(type, w + (size_t)u * bs, q, a, m);
+        const uint8_t *blk = w + (size_t)u * bs;
+        __m256i q[2][4], sc[2], m[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        k23_unpack_avx2(type, blk, q, sc, m);
+        const float d = half_f32(type == Q_Q2_K ? ((const block_q2_K *)blk)->d : ((const block_q3_K *)blk)->d);
+        const float dmin = type == Q_Q2_K ? half_f32(((const block_q2_K *)blk)->dmin) : 0.0f;
         for (int t = 0; t < NT; t++) {
             const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
-            const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
+            __m256i I = _mm256_setzero_si256(), M = _mm256_setzero_si256();
             for (int h = 0; h < 2; h++) {
                 const __m256i c = _mm256_loadu_si256((const __m256i *)(r + K16_C + 32 * h));
-                __m256i i = k16_dots_avx2(type, q[h], r, h);
-                if (type == Q_Q3_K) i = _mm256_add_epi32(i, c);
-                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a[h], dx), acc[t][h]);
-                if (type == Q_Q2_K) acc[t][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(m[h], dx), acc[t][h]);
+                __m256i p = _mm256_setzero_si256();  // int16: 8 products of 3-bit quants (<= 7112), c (|c| <= 8128)
+                for (int v = 0; v < 4; v++)
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(q[h][v], _mm256_loadu_si256((const __m256i *)(r + 64 * v + 32 * h))));
+                if (type == Q_Q3_K) p = _mm256_add_epi16(p, _mm256_and_si256(c, _mm256_set1_epi32(0xFFFF)));
+                I = _mm256_add_epi32(I, _mm256_madd_epi16(p, sc[h]));
+                if (type == Q_Q2_K) M = _mm256_add_epi32(M, _mm256_madd_epi16(m[h], c));  // m * c (|c| <= 2032)
             }
+            int32_t Is, Ms;
+            hsum2_epi32(I, M, &Is, &Ms);
+            acc[t] = k23_chain(type, acc[t], Is, Ms, d, dmin, load_f32(r + K16_D));
         }
     }
-    for (int t = 0; t < NT; t++) out[t] = reduce16_avx2(acc[t][0], acc[t][1]);
+    for (int t = 0; t < NT; t++) out[t] = acc[t];
 }
 
 
@@ -661,7 +673,7 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], co
     }
 }
 
-Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k16_tile_avx2, float_tile_avx2, float_tile_avx2)
+Q_TILE_TABLE(q_tiles_avx2, unit_tile_avx2, q6k_tile_avx2, k23_tile_avx2, float_tile_avx2, float_tile_avx2)
 
 // x8 weights (quant_x8.c): 8 rows in the lanes, each running the float
 // chains that the unit kernels above run in lanes of one row.
@@ -830,26 +842,54 @@ ALWAYS_INLINE __m256i q3k_planes8_avx2(const uint8_t *b, int s, int v) {
 #undef PLANE
 }
 
-// Q3_K and Q2_K, the group at g8 against NT tokens: lane j of unit u (a
-// super-block) is group j, as in k16_tile_avx2, with its operations. Group j
-// takes Q3_K's sub-block j / 2 at plane dwords 4 (j & 1) + v, Q2_K's bits
-// 2k (k = (j % 8) / 2) of qs vectors 8 (j / 8) + 4 (j & 1) + v (v < 4: its
-// elements 4v .. 4v+3). Q3_K's scales: the words of q3k_scale_words, 8
-// rows at once.
+// pshufb patterns on 16 bytes in each 128-bit half: dword i (row i, i + 4)
+// = byte o + i (+ 4 in the upper half) as two int16 (PAIR) or as one (ONE).
+#define PAIR(i, o) (i) + (o), -1, (i) + (o), -1
+#define ONE(i, o) (i) + (o), -1, -1, -1
+#define ROWS8(F, o) F(0, o), F(1, o), F(2, o), F(3, o), F(4, o), F(5, o), F(6, o), F(7, o)
+
+// Q3_K and Q2_K (the K23 chain), group j of an x8 block b: q[v] lane r = row
+// r's quants 4v .. 4v+3 of the group, sc lane r = its scale as two int16,
+// and (Q2_K) mn = its min as one. Q3_K takes sub-block j / 2 at plane dwords
+// 4 (j & 1) + v, and its scale from S (q3k_scale_words' words, 8 rows).
+// Q2_K takes bits 2k (k = (j % 8) / 2) of qs vectors 8 (j / 8) + 4 (j & 1) +
+// v, odd k as 4 q (bits 2k - 2 .. 2k - 1 of raw >> 2 (k - 1) masked in place),
+// so its even k take 4 sc: the group sums are 4 times the chain's I.
+ALWAYS_INLINE void k23_group8_avx2(uint32_t type, const uint8_t *b, const __m256i S[4], int j, __m256i q[4], __m256i *sc,
+                                   __m256i *mn) {
+    if (type == Q_Q3_K) {
+        for (int v = 0; v < 4; v++) q[v] = q3k_planes8_avx2(b, j / 2, 4 * (j & 1) + v);
+        const int k = j % 4;
+        const __m256i pick = _mm256_setr_epi8(PAIR(0, k), PAIR(4, k), PAIR(8, k), PAIR(12, k), PAIR(0, k), PAIR(4, k),
+                                              PAIR(8, k), PAIR(12, k));
+        *sc = _mm256_sub_epi16(_mm256_shuffle_epi8(S[j / 4], pick), _mm256_set1_epi16(32));
+        return;
+    }
+    const int k = (j % 8) / 2, o = 8 * (j & 1);
+    for (int v = 0; v < 4; v++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(b + X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 4 * (j & 1) + v)));
+        q[v] = _mm256_and_si256(k < 2 ? raw : _mm256_srli_epi16(raw, 4), _mm256_set1_epi8(k & 1 ? 12 : 3));
+    }
+    const __m256i s2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, scales) + 16 * (j / 2))));
+    *sc = _mm256_and_si256(_mm256_shuffle_epi8(s2, _mm256_setr_epi8(ROWS8(PAIR, o))), _mm256_set1_epi16(15));
+    if (!(k & 1)) *sc = _mm256_slli_epi16(*sc, 2);
+    *mn = _mm256_srli_epi32(_mm256_shuffle_epi8(s2, _mm256_setr_epi8(ROWS8(ONE, o))), 4);
+}
+
+// Q3_K and Q2_K, the x8 group at g8 against NT tokens: each row runs the K23
+// chain (quant_impl.h) in its lane, with k23_tile_avx2's integer sums.
 ALWAYS_INLINE void k23_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                                   size_t xs, float *out, const int NT) {
     (void)n;
     const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
     const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(15);
-    __m256 acc[TILE_T][16];
-    for (int t = 0; t < NT; t++)
-        for (int j = 0; j < 16; j++) acc[t][j] = _mm256_setzero_ps();
+    __m256 acc[TILE_T];
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *b = g8 + (size_t)u * bb;
         if (NT == 1)  // as in unit_tile8_avx2
             decode_prefetch(b, bb);
         __m256i S[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-        __m256 d, dmin = _mm256_setzero_ps();
         if (type == Q_Q3_K) {
             const uint8_t *sc = b + X8_AT(q3k_planes, scales);
             const __m256i a0 = _mm256_loadu_si256((const __m256i *)sc), a1 = _mm256_loadu_si256((const __m256i *)(sc + 32));
@@ -859,42 +899,37 @@ ALWAYS_INLINE void k23_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(t, 2 * w), m3);
                 S[w] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
             }
-            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(q3k_planes, d))));
-        } else {
-            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, d))));
-            dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, dmin))));
         }
-        for (int j = 0; j < 16; j++) {
-            __m256i q[4];
-            __m256 a, m = _mm256_setzero_ps();
-            if (type == Q_Q3_K) {
-                for (int v = 0; v < 4; v++) q[v] = q3k_planes8_avx2(b, j / 2, 4 * (j & 1) + v);
-                const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(S[j / 4], 8 * (j % 4)), _mm256_set1_epi32(63));
-                a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sc, _mm256_set1_epi32(32))), d);
-            } else {
-                for (int v = 0; v < 4; v++) {
-                    const __m256i raw = _mm256_loadu_si256((const __m256i *)(b + X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 4 * (j & 1) + v)));
-                    q[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * ((j % 8) / 2)), m3);
-                }
-                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + X8_AT(block_q2_K, scales) + 8 * j)));
-                a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(sc, _mm256_set1_epi32(15))), d);
-                m = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(sc, 4)), dmin);
-            }
+        __m256i I[TILE_T], M[TILE_T];
+        for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {  // (unrolled: j's shifts and patterns are constants)
+            __m256i q[4], sc, mn = _mm256_setzero_si256();
+            k23_group8_avx2(type, b, S, j, q, &sc, &mn);
             for (int t = 0; t < NT; t++) {
                 const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
-                __m256i xb[4];
-                for (int v = 0; v < 4; v++) xb[v] = _mm256_set1_epi32((int)load_u32(r + 64 * v + 4 * j));
                 const __m256i c = _mm256_set1_epi32((int)load_u32(r + K16_C + 4 * j));
-                const __m256 dx = _mm256_set1_ps(load_f32(r + K16_D));
-                __m256i i = dots_u8s8(q, xb, 4, 4);
-                if (type == Q_Q3_K) i = _mm256_add_epi32(i, c);
-                acc[t][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(a, dx), acc[t][j]);
-                if (type == Q_Q2_K) acc[t][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(m, dx), acc[t][j]);
+                __m256i p = _mm256_maddubs_epi16(q[0], _mm256_set1_epi32((int)load_u32(r + 4 * j)));  // int16, as k23_tile_avx2's
+                for (int v = 1; v < 4; v++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(q[v], _mm256_set1_epi32((int)load_u32(r + 64 * v + 4 * j))));
+                if (type == Q_Q3_K) p = _mm256_add_epi16(p, _mm256_and_si256(c, _mm256_set1_epi32(0xFFFF)));
+                I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(p, sc));
+                if (type == Q_Q2_K) M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, c));
             }
         }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + (type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d)))));
+        const __m256 dmin = type == Q_Q2_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, dmin)))) : d;
+        for (int t = 0; t < NT; t++) {
+            const __m256 dx = _mm256_set1_ps(load_f32(x + (size_t)t * xs + (size_t)u * K16_BYTES + K16_D));
+            const __m256i Iv = type == Q_Q2_K ? _mm256_srai_epi32(I[t], 2) : I[t];
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Iv), _mm256_mul_ps(d, dx), acc[t]);
+            if (type == Q_Q2_K) acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(dmin, dx), acc[t]);
+        }
     }
-    for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
+#undef PAIR
+#undef ONE
+#undef ROWS8
 
 TILE_FN(tile8_q4_0, unit_tile8_avx2, Q_Q4_0)
 TILE_FN(tile8_q4_1, unit_tile8_avx2, Q_Q4_1)

@@ -472,10 +472,12 @@ ALWAYS_INLINE __m512 halves8_twice(const uint8_t *p) {
     return _mm512_shuffle_f32x4(f, f, 0x44);
 }
 
-// Q6_K, Q3_K and Q2_K (the K16 types), one token against the x8 group at g8
-// (q6k_tile8_avx2's and k23_tile8_avx2's chains): per pass groups j = 2s and
-// 2s + 1 of a super-block, whose chains acc[s] holds in lanes 0-7 and 8-15,
-// with k16_token's operations; reduced in reduce16's order. Both groups take
+// Q6_K, Q3_K and Q2_K (the K16 types), one token against the x8 group at g8:
+// per pass groups j = 2s and 2s + 1 of a super-block, in lanes 0-7 and 8-15.
+// Q6_K runs q6k_tile8_avx2's chains (acc[s], with q6k_token's operations;
+// reduced in reduce16's order), Q3_K and Q2_K each row's K23 chain (as
+// k23_tile8_avx2): the passes' scaled group sums add up in I and M, whose
+// halves fold into the rows' sums once per super-block. Both groups take
 // the vectors 2m, 2m + 1 (m < 4) of a run of 8: Q6_K's ql vectors 16h + 8(k
 // & 1) on (nibble k >> 1; s = 4h + k) with qh vectors 8h on (bits 2k, 2k +
 // 1), Q3_K's plane dwords of sub-block s, Q2_K's qs vectors 8 (j / 8) on
@@ -486,11 +488,13 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
     (void)n;
     const size_t bb = 8 * (type == Q_Q6_K ? sizeof(block_q6_K) : type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
     const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(15);
-    __m512 acc[8];
+    __m512 acc[8];  // Q6_K's chains
+    __m256 chain = _mm256_setzero_ps();  // Q3_K's and Q2_K's (lane r: row r)
     for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *b = g8 + (size_t)u * bb, *r = x + (size_t)u * K16_BYTES;
         decode_prefetch(b, bb);
+        __m512i I = _mm512_setzero_si512(), M = _mm512_setzero_si512();  // Q3_K, Q2_K: lanes 0-7 groups 2s, 8-15 2s + 1
         const __m512i xv[4] = {load512(r), load512(r + 64), load512(r + 128), load512(r + 192)}, cv = load512(r + K16_C);
         const __m512 dx = _mm512_set1_ps(load_f32(r + K16_D));
         const __m512 d = halves8_twice(b + (type == Q_Q6_K ? X8_AT(block_q6_K, d) : type == Q_Q2_K ? X8_AT(block_q2_K, d)
@@ -537,26 +541,35 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
             i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
             const __m512i c = lanes2(cv, j, cv, j + 1);
             __m512i iv = fold2(i0, i1);
-            __m512 a, m = d;  // the groups' factors of the integer dot and (Q2_K) of the min term
             if (type == Q_Q6_K) {
                 iv = _mm512_add_epi32(iv, c);
-                a = _mm512_mul_ps(
+                const __m512 a = _mm512_mul_ps(
                     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, scales) + 8 * j)))), d);
-            } else if (type == Q_Q3_K) {
+                acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(a, dx), acc[s]);
+            } else if (type == Q_Q3_K) {  // the scales as low int16s times the sums (as k23_token)
                 iv = _mm512_add_epi32(iv, c);
                 const __m512i sh = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(8 * (j % 4)), _mm512_set1_epi32(8 * ((j + 1) % 4)));
                 const __m512i sc = _mm512_and_si512(_mm512_srlv_epi32(S[j / 4], sh), _mm512_set1_epi32(63));
-                a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sc, _mm512_set1_epi32(32))), d);
+                I = _mm512_add_epi32(I, _mm512_madd_epi16(iv, _mm512_and_si512(_mm512_sub_epi32(sc, _mm512_set1_epi32(32)),
+                                                                                 _mm512_set1_epi32(0xFFFF))));
             } else {
                 const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, scales) + 8 * j)));
-                a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))), d);
-                m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)), dmin);
+                I = _mm512_add_epi32(I, _mm512_madd_epi16(iv, _mm512_and_si512(sc, _mm512_set1_epi32(15))));
+                M = _mm512_add_epi32(M, _mm512_madd_epi16(c, _mm512_srli_epi32(sc, 4)));
             }
-            acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), _mm512_mul_ps(a, dx), acc[s]);
-            if (type == Q_Q2_K) acc[s] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(m, dx), acc[s]);
+        }
+        if (type != Q_Q6_K) {  // the K23 chain
+            const __m256 dx8 = _mm512_castps512_ps256(dx);
+            const __m256i I8 = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
+            chain = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I8), _mm256_mul_ps(_mm512_castps512_ps256(d), dx8), chain);
+            if (type == Q_Q2_K) {
+                const __m256i M8 = _mm256_add_epi32(_mm512_castsi512_si256(M), _mm512_extracti64x4_epi64(M, 1));
+                chain = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M8), _mm256_mul_ps(_mm512_castps512_ps256(dmin), dx8), chain);
+            }
         }
     }
-    reduce16_pairs8(acc, out);
+    if (type == Q_Q6_K) reduce16_pairs8(acc, out);
+    else _mm256_storeu_ps(out, chain);
 }
 
 // --- Q6_K (unit = one super-block, lane = group of 16) ---------------------
@@ -616,20 +629,22 @@ ALWAYS_INLINE void q6k_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_
 }
 
 
-// --- Q3_K, Q2_K (unit = one super-block, lane = group of 16) ---------------
+// --- Q3_K, Q2_K (the K23 chain, quant_impl.h; lane = group of 16) -----------
 //
 // As Q6_K: lane g's unsigned quants against the activation record, and c
-// (act_k16) for Q3_K's offset 4 or Q2_K's min term (k16_kernel_c states it).
+// (act_k16) for Q3_K's offset 4 or Q2_K's min term; each super-block's integer
+// sums I and M (lanes summed) advance the row's one float chain.
 
 typedef struct {
-    __m512i q[4];  // q[v] lane g: quants 16g+4v..16g+4v+3 (Q3_K 0..7, Q2_K 0..3)
-    __m512 a, m;   // lane g: the factor of the integer dot; of the min term (Q2_K)
-} k16_regs;
+    __m512i q[4];   // q[v] lane g: quants 16g+4v..16g+4v+3 (Q3_K 0..7, Q2_K 0..3)
+    __m512i sc, m;  // lane g: its scale (Q3_K's less 32) as the low int16, (Q2_K) its min
+    float d, dmin;
+} k23_regs;
 
 // Lane g = group 8h + 2j + l16 (h < 2, j < 4, l16 < 2): its 2-bit quants are
 // bits 2j of qs dwords 8h + 4 l16 + v; Q3_K's third bit is bit 4h + j of
 // hmask dwords 4 l16 + v.
-ALWAYS_INLINE void k16_unpack(uint32_t type, const uint8_t *blk, k16_regs *r) {
+ALWAYS_INLINE void k23_unpack(uint32_t type, const uint8_t *blk, k23_regs *r) {
     const __m512i qidx = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 8, 12, 8, 12, 8, 12, 8, 12);
     const __m512i qsh = _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 0, 0, 2, 2, 4, 4, 6, 6);
     const __m512i hsh = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
@@ -650,17 +665,21 @@ ALWAYS_INLINE void k16_unpack(uint32_t type, const uint8_t *blk, k16_regs *r) {
     if (type == Q_Q3_K) {
         const block_q3_K *b = (const block_q3_K *)blk;
         const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q3k_scale_vec(b->scales)), _mm512_set1_epi32(32));
-        r->a = _mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(half_f32(b->d)));
+        r->sc = _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
+        r->d = half_f32(b->d), r->dmin = 0.0f;
     } else {
         const block_q2_K *b = (const block_q2_K *)blk;
         const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->scales));
-        r->a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))), _mm512_set1_ps(half_f32(b->d)));
-        r->m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)), _mm512_set1_ps(half_f32(b->dmin)));
+        r->sc = _mm512_and_si512(sc, _mm512_set1_epi32(15));
+        r->m = _mm512_srli_epi32(sc, 4);
+        r->d = half_f32(b->d), r->dmin = half_f32(b->dmin);
     }
 }
 
-// One super-block of one token (q: its activation record).
-ALWAYS_INLINE void k16_token(uint32_t type, const k16_regs *r, const uint8_t *q, __m512 *acc) {
+// One super-block of one token (q: its activation record). The group sums
+// (Q3_K: with c, Σ (q - 4) x) fit in int16, so VPMADDWD multiplies them by
+// the scales, and the min term's c (|c| <= 2032) by the mins.
+ALWAYS_INLINE void k23_token(uint32_t type, const k23_regs *r, const uint8_t *q, float *acc) {
     __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[0], load512(q));
     __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), r->q[1], load512(q + 64));
     i0 = _mm512_dpbusd_epi32(i0, r->q[2], load512(q + 128));
@@ -668,27 +687,121 @@ ALWAYS_INLINE void k16_token(uint32_t type, const k16_regs *r, const uint8_t *q,
     const __m512i c = load512(q + K16_C);
     __m512i i = _mm512_add_epi32(i0, i1);
     if (type == Q_Q3_K) i = _mm512_add_epi32(i, c);
-    const __m512 dx = _mm512_set1_ps(load_f32(q + K16_D));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(r->a, dx), *acc);
-    if (type == Q_Q2_K) *acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(r->m, dx), *acc);
+    const int32_t I = _mm512_reduce_add_epi32(_mm512_madd_epi16(i, r->sc));
+    const int32_t M = type == Q_Q2_K ? _mm512_reduce_add_epi32(_mm512_madd_epi16(c, r->m)) : 0;
+    *acc = k23_chain(type, *acc, I, M, r->d, r->dmin, load_f32(q + K16_D));
 }
 
-ALWAYS_INLINE void k16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+ALWAYS_INLINE void k23_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
                               const uint8_t *x, size_t xs, float *out, const int NT) {
     (void)n;
     const size_t bs = type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K);
-    __m512 acc[TILE_T];
+    float acc[TILE_T];
 #pragma GCC unroll 16
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     for (int64_t u = u0; u < u1; u++) {
-        k16_regs r;
-        k16_unpack(type, w + (size_t)u * bs, &r);
+        k23_regs r;
+        k23_unpack(type, w + (size_t)u * bs, &r);
         const uint8_t *q = x + (size_t)u * K16_BYTES;
 #pragma GCC unroll 16
-        for (int t = 0; t < NT; t++) k16_token(type, &r, q + t * xs, &acc[t]);
+        for (int t = 0; t < NT; t++) k23_token(type, &r, q + t * xs, &acc[t]);
     }
 #pragma GCC unroll 16
-    for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < NT; t++) out[t] = acc[t];
+}
+
+
+// Two x8 groups of Q3_K or Q2_K (a's rows in lanes 0-7, b's in 8-15) against
+// NT tokens, each row running the K23 chain in its lane with k23_token's
+// integer sums: group j's weights (k16_decode8's, for 16 rows) load once for
+// the NT tokens. Q2_K's odd k (bits 2k of its qs) go in as 4 q (masked in
+// place), so its even groups take 4 sc and the sums are 4 times I. With
+// `next`, the two groups from there on are fetched as these are read.
+#define K23_TILE_T 8  // tokens a pass of k23_tile16 (their integer sums stay in registers)
+
+ALWAYS_INLINE void k23_tile16(uint32_t type, const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n,
+                              int64_t u0, int64_t u1, const uint8_t *x, size_t xs, float *out, const int NT) {
+    const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
+    const size_t gb = (size_t)(n / 256) * bb;  // a group's bytes
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(15);
+    __m512 acc[TILE_T];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t u = u0; u < u1; u++) {
+        const uint8_t *ba = a + (size_t)u * bb, *bq = b + (size_t)u * bb;
+        if (next)
+            for (size_t l = 0; l < bb; l += 64) {
+                _mm_prefetch((const char *)next + (size_t)u * bb + l, _MM_HINT_T0);
+                _mm_prefetch((const char *)next + gb + (size_t)u * bb + l, _MM_HINT_T0);
+            }
+        __m512i S[4];  // Q3_K: q3k_scale_words' words of the 16 rows
+        if (type == Q_Q3_K) {
+            const size_t o = X8_AT(q3k_planes, scales);
+            const __m512i s0 = x8_pair(ba + o, bq + o), s1 = x8_pair(ba + o + 32, bq + o + 32), t = x8_pair(ba + o + 64, bq + o + 64);
+            for (int w = 0; w < 4; w++)  // (lo & 15) | (hi & 3) << 4
+                S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? s1 : s0, 4 * (w / 2)),
+                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4), m4, 0xEC);
+        }
+        for (int t0 = 0; t0 < NT; t0 += K23_TILE_T) {
+        const int nt = NT < K23_TILE_T ? NT : K23_TILE_T;
+        __m512i I[K23_TILE_T], M[K23_TILE_T];
+        for (int t = 0; t < nt; t++) I[t] = M[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 16; j++) {  // (not unrolled: NT tokens' bodies 16 times over would not fit the caches)
+            const int s = j / 2, k = (j % 8) / 2;
+            __m512i q[4], sc, mn = _mm512_setzero_si512();
+            for (int v = 0; v < 4; v++) {
+                if (type == Q_Q2_K) {
+                    const size_t o = X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 4 * (j & 1) + v);
+                    const __m512i raw = x8_pair(ba + o, bq + o);
+                    q[v] = _mm512_and_si512(k < 2 ? raw : _mm512_srli_epi16(raw, 4), _mm512_set1_epi8(k & 1 ? 12 : 3));
+                } else if (s < 6) {
+                    const size_t o = X8_AT(q3k_planes, p) + 32 * (4 * (j & 1) + v) + 256 * (s / 2);
+                    q[v] = _mm512_and_si512(_mm512_srli_epi16(x8_pair(ba + o, bq + o), 3 * (s & 1)), _mm512_set1_epi8(7));
+                } else {  // bits 6-7 of plane s - 6, bit s of plane 2 as bit 2
+                    const size_t o = X8_AT(q3k_planes, p) + 32 * (4 * (j & 1) + v);
+                    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(x8_pair(ba + o + 512, bq + o + 512), s == 6 ? 4 : 5),
+                                                        _mm512_set1_epi8(4));
+                    q[v] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x8_pair(ba + o + 256 * (s - 6), bq + o + 256 * (s - 6)), 6), hb,
+                                                     m3, 0xEC);  // (a & 3) | hb
+                }
+            }
+            if (type == Q_Q2_K) {
+                const size_t o = X8_AT(block_q2_K, scales) + 8 * j;
+                const __m512i raw = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)load_u64(bq + o), (long long)load_u64(ba + o)));
+                sc = _mm512_and_si512(raw, _mm512_set1_epi32(15));
+                if (!(k & 1)) sc = _mm512_slli_epi32(sc, 2);
+                mn = _mm512_srli_epi32(raw, 4);
+            } else {  // the low int16 of each lane
+                sc = _mm512_and_si512(_mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(S[j / 4], 8 * (j % 4)), _mm512_set1_epi32(63)),
+                                                       _mm512_set1_epi32(32)),
+                                      _mm512_set1_epi32(0xFFFF));
+            }
+#pragma GCC unroll 16
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *r = x + (size_t)(t0 + t) * xs + (size_t)u * K16_BYTES + 4 * j;
+                __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], bcast32(r));
+                __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], bcast32(r + 64));
+                i0 = _mm512_dpbusd_epi32(i0, q[2], bcast32(r + 128));
+                i1 = _mm512_dpbusd_epi32(i1, q[3], bcast32(r + 192));
+                const __m512i c = bcast32(r + K16_C);
+                __m512i i = _mm512_add_epi32(i0, i1);  // |i| <= 24384 (Q2_K's 4 q), Q3_K's with c <= 8128: an int16
+                if (type == Q_Q3_K) i = _mm512_add_epi32(i, c);
+                I[t] = _mm512_add_epi32(I[t], _mm512_madd_epi16(i, sc));
+                if (type == Q_Q2_K) M[t] = _mm512_add_epi32(M[t], _mm512_madd_epi16(c, mn));
+            }
+        }
+        const size_t od = type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d);
+        const __m512 d = x8_pair_halves(ba + od, bq + od);
+        const __m512 dmin = type == Q_Q2_K ? x8_pair_halves(ba + X8_AT(block_q2_K, dmin), bq + X8_AT(block_q2_K, dmin)) : d;
+#pragma GCC unroll 16
+        for (int t = 0; t < nt; t++) {
+            const __m512 dx = _mm512_set1_ps(load_f32(x + (size_t)(t0 + t) * xs + (size_t)u * K16_BYTES + K16_D));
+            const __m512i Iv = type == Q_Q2_K ? _mm512_srai_epi32(I[t], 2) : I[t];
+            acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Iv), _mm512_mul_ps(d, dx), acc[t0 + t]);
+            if (type == Q_Q2_K) acc[t0 + t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmin, dx), acc[t0 + t]);
+        }
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + 16 * t, acc[t]);
 }
 
 
@@ -1145,7 +1258,7 @@ ALWAYS_INLINE void bf16_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64
     for (int t = 0; t < NT; t++) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k16_tile_n, f_tile_n, bf16_tile_n)
+Q_TILE_TABLE(q_tiles_avx512, unit_tile_n, q6k_tile_n, k23_tile_n, f_tile_n, bf16_tile_n)
 
 #define TILE16_FN(name, kernel, type)                                                                        \
     static void name(const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n, int64_t u0, int64_t u1, \
@@ -1160,9 +1273,12 @@ TILE16_FN(tile16_q8_0, unit_tile16, Q_Q8_0)
 TILE16_FN(tile16_iq4_nl, unit_tile16, Q_IQ4_NL)
 TILE16_FN(tile16_mxfp4, unit_tile16, Q_MXFP4)
 TILE16_FN(tile16_iq4_xs, unit_tile16, Q_IQ4_XS)
+TILE16_FN(tile16_q3_K, k23_tile16, Q_Q3_K)
+TILE16_FN(tile16_q2_K, k23_tile16, Q_Q2_K)
 const tile16_fn q_tiles16_avx512[Q_TYPE_COUNT] = {
-    [Q_Q4_0] = tile16_q4_0, [Q_Q4_1] = tile16_q4_1,     [Q_Q5_0] = tile16_q5_0,  [Q_Q5_1] = tile16_q5_1,
-    [Q_Q8_0] = tile16_q8_0, [Q_IQ4_NL] = tile16_iq4_nl, [Q_MXFP4] = tile16_mxfp4, [Q_IQ4_XS] = tile16_iq4_xs};
+    [Q_Q4_0] = tile16_q4_0, [Q_Q4_1] = tile16_q4_1,     [Q_Q5_0] = tile16_q5_0,   [Q_Q5_1] = tile16_q5_1,
+    [Q_Q8_0] = tile16_q8_0, [Q_IQ4_NL] = tile16_iq4_nl, [Q_MXFP4] = tile16_mxfp4, [Q_IQ4_XS] = tile16_iq4_xs,
+    [Q_Q3_K] = tile16_q3_K, [Q_Q2_K] = tile16_q2_K};
 // A one-token tile function over a decode8 kernel (the driver's tn is 1).
 #define DECODE8_FN(name, kernel, type)                                                                      \
     static void name(const uint8_t *w, int64_t n, int64_t u0, int64_t u1, const uint8_t *x, size_t xs, int tn, \

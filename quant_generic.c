@@ -82,53 +82,64 @@ static void block32_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t
     for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
 }
 
-// Super-block u of a Q6_K, Q3_K or Q2_K row: its 256 unsigned quants q
-// (Q6_K 0..63, Q3_K 0..7, Q2_K 0..3), and per group g the factor a[g] of its
-// integer dot and (Q2_K) m[g] of its min term, both exact.
-static void k16_unpack(uint32_t type, const uint8_t *w, int64_t u, int q[256], float a[16], float m[16]) {
-    if (type == Q_Q6_K) {
-        const block_q6_K *b = (const block_q6_K *)w + u;
-        for (int e = 0; e < 256; e++) q[e] = q6k_value(b, e);
-        for (int g = 0; g < 16; g++) a[g] = (float)b->scales[g] * half_f32(b->d);
-    } else if (type == Q_Q3_K) {
-        const block_q3_K *b = (const block_q3_K *)w + u;
-        uint32_t sw[4];
-        q3k_scale_words(b->scales, sw);
-        for (int e = 0; e < 256; e++) q[e] = q2_bits(b->qs, e) | ((b->hmask[e % 32] >> (e / 32)) & 1) << 2;
-        for (int g = 0; g < 16; g++) a[g] = (float)q3k_scale(sw, g) * half_f32(b->d);
-    } else {
-        const block_q2_K *b = (const block_q2_K *)w + u;
-        for (int e = 0; e < 256; e++) q[e] = q2_bits(b->qs, e);
-        for (int g = 0; g < 16; g++)
-            a[g] = (float)(b->scales[g] & 15) * half_f32(b->d), m[g] = (float)(b->scales[g] >> 4) * half_f32(b->dmin);
-    }
-}
-
-// Q6_K, Q3_K, Q2_K: unit = super-block, lane g = group of 16, q unsigned
-// (k16_unpack), c_g stored with x (act_k16). Q6_K and Q3_K: acc += a_g * d_x *
-// (Σ q*x + c_g), c_g = -32 Σx (-4 Σx) taking q - 32 (q - 4). Q2_K:
-// acc += a_g * d_x * Σ q*x, then acc -= c_g * (m_g * d_x), c_g = Σx.
-static void k16_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+// Q6_K: unit = super-block, lane g = group of 16, q unsigned (0..63), c_g =
+// -32 Σx stored with x (act_k16): acc += sc_g * fp16(d) * d_x * (Σ q*x + c_g).
+static void q6k_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
                          const uint8_t *x, size_t xs, float *out, int tn) {
-    (void)n;
+    (void)type, (void)n;
     float acc[TILE_T][16] = {{0}};
     for (int64_t u = u0; u < u1; u++) {
+        const block_q6_K *b = (const block_q6_K *)w + u;
         int q[256];
-        float a[16], m[16];
-        k16_unpack(type, w, u, q, a, m);
+        for (int e = 0; e < 256; e++) q[e] = q6k_value(b, e);
         for (int t = 0; t < tn; t++) {
             const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
             const float dx = load_f32(r + K16_D);
             for (int g = 0; g < 16; g++) {
-                const int32_t c = (int32_t)load_u32(r + K16_C + 4 * g);
-                int32_t i = type == Q_Q2_K ? 0 : c;
+                int32_t i = (int32_t)load_u32(r + K16_C + 4 * g);
                 for (int p = 0; p < 16; p++) i += q[16 * g + p] * (int8_t)r[lane_pos(g, p)];
-                acc[t][g] = fmaf((float)i, a[g] * dx, acc[t][g]);
-                if (type == Q_Q2_K) acc[t][g] = fmaf(-(float)c, m[g] * dx, acc[t][g]);
+                acc[t][g] = fmaf((float)i, (float)b->scales[g] * half_f32(b->d) * dx, acc[t][g]);
             }
         }
     }
     for (int t = 0; t < tn; t++) out[t] = reduce16(acc[t]);
+}
+
+// Q3_K, Q2_K: the K23 chain (quant_impl.h), unit = super-block; the record's
+// c_g (act_k16) is -4 Σx for Q3_K's q - 4 and Σx for Q2_K's min term.
+static void k23_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u0, int64_t u1,
+                         const uint8_t *x, size_t xs, float *out, int tn) {
+    (void)n;
+    float acc[TILE_T] = {0};
+    for (int64_t u = u0; u < u1; u++) {
+        int q[256], sc[16], m[16] = {0};
+        float d, dmin = 0.0f;
+        if (type == Q_Q3_K) {
+            const block_q3_K *b = (const block_q3_K *)w + u;
+            uint32_t sw[4];
+            q3k_scale_words(b->scales, sw);
+            for (int e = 0; e < 256; e++) q[e] = q2_bits(b->qs, e) | ((b->hmask[e % 32] >> (e / 32)) & 1) << 2;
+            for (int g = 0; g < 16; g++) sc[g] = q3k_scale(sw, g);
+            d = half_f32(b->d);
+        } else {
+            const block_q2_K *b = (const block_q2_K *)w + u;
+            for (int e = 0; e < 256; e++) q[e] = q2_bits(b->qs, e);
+            for (int g = 0; g < 16; g++) sc[g] = b->scales[g] & 15, m[g] = b->scales[g] >> 4;
+            d = half_f32(b->d), dmin = half_f32(b->dmin);
+        }
+        for (int t = 0; t < tn; t++) {
+            const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
+            int32_t I = 0, M = 0;
+            for (int g = 0; g < 16; g++) {
+                const int32_t c = (int32_t)load_u32(r + K16_C + 4 * g);
+                int32_t i = type == Q_Q3_K ? c : 0;
+                for (int p = 0; p < 16; p++) i += q[16 * g + p] * (int8_t)r[lane_pos(g, p)];
+                I += sc[g] * i, M += m[g] * c;
+            }
+            acc[t] = k23_chain(type, acc[t], I, M, d, dmin, load_f32(r + K16_D));
+        }
+    }
+    for (int t = 0; t < tn; t++) out[t] = acc[t];
 }
 
 // Weight element i of a float row, 0 past its end.
@@ -164,7 +175,7 @@ static void float_kernel_c(uint32_t type, const uint8_t *w, int64_t n, int64_t u
     }
 }
 
-Q_TILE_TABLE(q_tiles_generic, block32_kernel_c, k16_kernel_c, k16_kernel_c, float_kernel_c, float_kernel_c)
+Q_TILE_TABLE(q_tiles_generic, block32_kernel_c, q6k_kernel_c, k23_kernel_c, float_kernel_c, float_kernel_c)
 
 // One row against one token at a time (dot_k4).
 void q_matmul_k_generic(uint32_t type, int64_t n, const uint8_t *w, size_t ws, int nr, const uint8_t *x,

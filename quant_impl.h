@@ -336,11 +336,21 @@ ALWAYS_INLINE float dot_k4(uint32_t type, const uint8_t *w, const uint8_t *x, in
     return s1 - s2;
 }
 
+// Q3_K and Q2_K (the K23 chain): one float chain per row, advanced once per
+// super-block by its integer sums: I = Σ_g sc_g Σ_{e in g} q_e x_e, and for
+// Q2_K M = Σ_g m_g Σ_{e in g} x_e (Q3_K: sc_g its scale - 32 and q_e its
+// quant - 4; Q2_K: sc_g, m_g its scale's low and high nibble). Exact in any
+// order; every build then performs these float operations.
+static inline float k23_chain(uint32_t type, float acc, int32_t I, int32_t M, float d, float dmin, float dx) {
+    acc = fmaf((float)I, d * dx, acc);
+    return type == Q_Q2_K ? fmaf(-(float)M, dmin * dx, acc) : acc;
+}
+
 // ---------------------------------------------------------------------------
 // Unit kernels: the float order every build shares
 //
-// Apart from Q4_K and Q5_K (above: the K4 chain), a weight
-// row is cut into units of 16 lanes (16 blocks of 32, the 16 groups of a
+// Apart from Q4_K and Q5_K (above: the K4 chain) and Q3_K and Q2_K (the K23
+// chain, whose unit is a super-block), a weight row is cut into units of 16 lanes (16 blocks of 32, the 16 groups of a
 // Q6_K super-block, 16 floats, or 16 pairs of bf16). Each lane runs its own
 // float chain over the row's units, one fma per unit (integer dot products,
 // exact in any order, times the scales), and the 16 lanes are summed at the
@@ -422,16 +432,16 @@ ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
 
 // Each ISA file's tile functions and its table q_tiles_ISA (quant.c's driver
 // picks the build's), over its kernels for the 32-element types (UNIT), Q6_K
-// (Q6K), Q3_K and Q2_K (K16), F32/F16 (FLT) and BF16 (BF16).
-#define Q_TILE_TABLE(table, UNIT, Q6K, K16, FLT, BF16)                                          \
+// (Q6K), Q3_K and Q2_K (K23: the K23 chain), F32/F16 (FLT) and BF16 (BF16).
+#define Q_TILE_TABLE(table, UNIT, Q6K, K23, FLT, BF16)                                          \
     TILE_FN(tile_q8_0, UNIT, Q_Q8_0)                                                            \
     TILE_FN(tile_q4_0, UNIT, Q_Q4_0)                                                            \
     TILE_FN(tile_q5_0, UNIT, Q_Q5_0)                                                            \
     TILE_FN(tile_q4_1, UNIT, Q_Q4_1)                                                            \
     TILE_FN(tile_q5_1, UNIT, Q_Q5_1)                                                            \
     TILE_FN(tile_q6_K, Q6K, Q_Q6_K)                                                             \
-    TILE_FN(tile_q3_K, K16, Q_Q3_K)                                                             \
-    TILE_FN(tile_q2_K, K16, Q_Q2_K)                                                             \
+    TILE_FN(tile_q3_K, K23, Q_Q3_K)                                                             \
+    TILE_FN(tile_q2_K, K23, Q_Q2_K)                                                             \
     TILE_FN(tile_iq4_nl, UNIT, Q_IQ4_NL)                                                        \
     TILE_FN(tile_iq4_xs, UNIT, Q_IQ4_XS)                                                        \
     TILE_FN(tile_mxfp4, UNIT, Q_MXFP4)                                                          \
@@ -529,7 +539,7 @@ void q_matmul_k_x8_avx2(uint32_t type, int64_t n, const uint8_t *w8, int lo, int
                         int nt, int ngemm, float *y, size_t ldy);
 #endif
 // The AVX-512 build's x8 kernels (quant_avx512.c):
-//   q_tiles16_avx512[type] (the 32-element types): for two or more tokens, a tile
+//   q_tiles16_avx512[type] (the 32-element types, Q2_K, Q3_K): for two or more tokens, a tile
 //     function over the groups a and b, 16 rows in the lanes (out[16 t + r]:
 //     token t, row r; rows 8-15 are b's), fetching the two groups from next
 //     on as it goes (NULL: none);
