@@ -843,14 +843,15 @@ ALWAYS_INLINE __m256i q3k_planes8_avx2(const uint8_t *b, int s, int v) {
 }
 
 // pshufb patterns on 16 bytes in each 128-bit half: dword i (row i, i + 4)
-// = byte o + i (+ 4 in the upper half) as two int16 (PAIR) or as one (ONE).
+// = byte o + i (+ 4 in the upper half) as two int16 (PAIR), or bytes o + i
+// and o + i + 8 as int16s (TWO).
 #define PAIR(i, o) (i) + (o), -1, (i) + (o), -1
-#define ONE(i, o) (i) + (o), -1, -1, -1
+#define TWO(i, o) (i) + (o), -1, (i) + (o) + 8, -1
 #define ROWS8(F, o) F(0, o), F(1, o), F(2, o), F(3, o), F(4, o), F(5, o), F(6, o), F(7, o)
 
 // Q3_K and Q2_K (the K23 chain), group j of an x8 block b: q[v] lane r = row
 // r's quants 4v .. 4v+3 of the group, sc lane r = its scale as two int16,
-// and (Q2_K) mn = its min as one. Q3_K takes sub-block j / 2 at plane dwords
+// and (Q2_K, j even) mn = the mins of groups j, j + 1 as two int16. Q3_K takes sub-block j / 2 at plane dwords
 // 4 (j & 1) + v, and its scale from S (q3k_scale_words' words, 8 rows).
 // Q2_K takes bits 2k (k = (j % 8) / 2) of qs vectors 8 (j / 8) + 4 (j & 1) +
 // v, odd k as 4 q (bits 2k - 2 .. 2k - 1 of raw >> 2 (k - 1) masked in place),
@@ -873,7 +874,7 @@ ALWAYS_INLINE void k23_group8_avx2(uint32_t type, const uint8_t *b, const __m256
     const __m256i s2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, scales) + 16 * (j / 2))));
     *sc = _mm256_and_si256(_mm256_shuffle_epi8(s2, _mm256_setr_epi8(ROWS8(PAIR, o))), _mm256_set1_epi16(15));
     if (!(k & 1)) *sc = _mm256_slli_epi16(*sc, 2);
-    *mn = _mm256_srli_epi32(_mm256_shuffle_epi8(s2, _mm256_setr_epi8(ROWS8(ONE, o))), 4);
+    if (!(j & 1)) *mn = _mm256_srli_epi16(_mm256_shuffle_epi8(s2, _mm256_setr_epi8(ROWS8(TWO, 0))), 4);
 }
 
 // Q3_K and Q2_K, the x8 group at g8 against NT tokens: each row runs the K23
@@ -901,19 +902,31 @@ ALWAYS_INLINE void k23_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
             }
         }
         __m256i I[TILE_T], M[TILE_T];
-        for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
+        // the record's c as int16s: Q3_K's c_g in the low half of dword g (|c| <= 8128, high half 0),
+        // Q2_K's c_2p, c_2p+1 in dword p (|c| <= 2032)
+        int32_t C16[TILE_T][16];
+        for (int t = 0; t < NT; t++) {
+            I[t] = M[t] = _mm256_setzero_si256();
+            const uint8_t *c = x + (size_t)t * xs + (size_t)u * K16_BYTES + K16_C;
+            const __m256i c0 = _mm256_loadu_si256((const __m256i *)c), c1 = _mm256_loadu_si256((const __m256i *)(c + 32));
+            if (type == Q_Q2_K) {
+                _mm256_storeu_si256((__m256i *)C16[t], _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8));
+            } else {
+                _mm256_storeu_si256((__m256i *)C16[t], _mm256_and_si256(c0, _mm256_set1_epi32(0xFFFF)));
+                _mm256_storeu_si256((__m256i *)(C16[t] + 8), _mm256_and_si256(c1, _mm256_set1_epi32(0xFFFF)));
+            }
+        }
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++) {  // (unrolled: j's shifts and patterns are constants)
             __m256i q[4], sc, mn = _mm256_setzero_si256();
             k23_group8_avx2(type, b, S, j, q, &sc, &mn);
             for (int t = 0; t < NT; t++) {
                 const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
-                const __m256i c = _mm256_set1_epi32((int)load_u32(r + K16_C + 4 * j));
                 __m256i p = _mm256_maddubs_epi16(q[0], _mm256_set1_epi32((int)load_u32(r + 4 * j)));  // int16, as k23_tile_avx2's
                 for (int v = 1; v < 4; v++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(q[v], _mm256_set1_epi32((int)load_u32(r + 64 * v + 4 * j))));
-                if (type == Q_Q3_K) p = _mm256_add_epi16(p, _mm256_and_si256(c, _mm256_set1_epi32(0xFFFF)));
+                if (type == Q_Q3_K) p = _mm256_add_epi16(p, _mm256_set1_epi32(C16[t][j]));
                 I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(p, sc));
-                if (type == Q_Q2_K) M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, c));
+                if (type == Q_Q2_K && !(j & 1)) M[t] = _mm256_add_epi32(M[t], _mm256_madd_epi16(mn, _mm256_set1_epi32(C16[t][j / 2])));
             }
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + (type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d)))));
@@ -928,7 +941,7 @@ ALWAYS_INLINE void k23_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
     for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 #undef PAIR
-#undef ONE
+#undef TWO
 #undef ROWS8
 
 TILE_FN(tile8_q4_0, unit_tile8_avx2, Q_Q4_0)
