@@ -750,7 +750,12 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
             __m256i q[8], aq[8];
             __m256 d, m = _mm256_setzero_ps();
             unit8_unpack_avx2(type, g, b, q, &d, &m);
-            const int sgn = type == Q_Q8_0 || type == Q_IQ4_NL || type == Q_IQ4_XS;  // signed weights: |w| times x with w's sign
+#if defined(DPBUSD256)  // signed weights as value + 128, the word c = -128 Σx taking 128 Σx off (below)
+            const int sgn = 0, off = type == Q_Q8_0 || type == Q_IQ4_NL || type == Q_IQ4_XS;
+            for (int v = 0; off && v < 8; v++) q[v] = _mm256_xor_si256(q[v], _mm256_set1_epi8((char)0x80));
+#else  // signed weights: |w| times x with w's sign
+            const int sgn = type == Q_Q8_0 || type == Q_IQ4_NL || type == Q_IQ4_XS, off = 0;
+#endif
             for (int v = 0; sgn && v < 8; v++) aq[v] = _mm256_sign_epi8(q[v], q[v]);
             for (int t = 0; t < NT; t++) {
                 const uint8_t *a = x + (size_t)t * xs + (size_t)u * UNIT_BYTES;
@@ -772,6 +777,7 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
                 if (type == Q_Q4_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 4));
                 if (type == Q_Q5_0) i = _mm256_add_epi32(i, _mm256_srai_epi32(w, 3));
                 if (type == Q_MXFP4) i = _mm256_add_epi32(i, _mm256_add_epi32(_mm256_srai_epi32(w, 5), _mm256_srai_epi32(w, 4)));
+                if (off) i = _mm256_add_epi32(i, w);
                 const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(load_f32(a + UNIT_D + 4 * L)));
                 acc[t][L] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), dd, acc[t][L]);
                 if (type == Q_Q4_1 || type == Q_Q5_1) acc[t][L] = _mm256_fmadd_ps(m, _mm256_castsi256_ps(w), acc[t][L]);
