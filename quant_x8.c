@@ -142,9 +142,9 @@ static void q5k_from_planes(const q5k_planes *p, block_q5_K *b) {
 
 // A Q3_K block as planes and back (v[s]: element l of sub-block s).
 static void q3k_to_planes(const block_q3_K *b, q3k_planes *p) {
-    for (int l = 0; l < 32; l++) {
+    for (int l = 0; l < 32; l++) {  // element 32s + l (q2_bits: bits 2 (s % 4) of qs[32 (s / 4) + l])
         int v[8];
-        for (int s = 0; s < 8; s++) v[s] = q2_bits(b->qs, 32 * s + l) | ((b->hmask[l] >> s) & 1) << 2;
+        for (int s = 0; s < 8; s++) v[s] = (b->qs[32 * (s / 4) + l] >> 2 * (s % 4) & 3) | ((b->hmask[l] >> s) & 1) << 2;
         p->p[0][l] = (uint8_t)(v[0] | v[1] << 3 | (v[6] & 3) << 6);
         p->p[1][l] = (uint8_t)(v[2] | v[3] << 3 | (v[7] & 3) << 6);
         p->p[2][l] = (uint8_t)(v[4] | v[5] << 3 | (v[6] >> 2) << 6 | (v[7] >> 2) << 7);
