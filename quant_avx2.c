@@ -857,11 +857,12 @@ ALWAYS_INLINE __m256i q3k_planes8_avx2(const uint8_t *b, int s, int v) {
 
 // Q3_K and Q2_K (the K23 chain), group j of an x8 block b: q[v] lane r = row
 // r's quants 4v .. 4v+3 of the group, sc lane r = its scale as two int16,
-// and (Q2_K, j even) mn = the mins of groups j, j + 1 as two int16. Q3_K takes sub-block j / 2 at plane dwords
-// 4 (j & 1) + v, and its scale from S (q3k_scale_words' words, 8 rows).
-// Q2_K takes bits 2k (k = (j % 8) / 2) of qs vectors 8 (j / 8) + 4 (j & 1) +
-// v, odd k as 4 q (bits 2k - 2 .. 2k - 1 of raw >> 2 (k - 1) masked in place),
-// so its even k take 4 sc: the group sums are 4 times the chain's I.
+// and (Q2_K, j even) mn = the mins of groups j, j + 1 as two int16. Q3_K
+// takes sub-block j / 2 at plane dwords 4 (j & 1) + v, and its scale from S
+// (q3k_scale_words' words, 8 rows). Q2_K takes bits 2k (k = (j % 8) / 2) of
+// qs vectors 8 (j / 8) + 4 (j & 1) + v: k = 0, 1 from the vector, 2, 3 from
+// it shifted by 4, masked with 3 (even k) or 12 (odd k: 4 q, left in place),
+// so the even groups take 4 sc and the group sums are 4 times the chain's I.
 ALWAYS_INLINE void k23_group8_avx2(uint32_t type, const uint8_t *b, const __m256i S[4], int j, __m256i q[4], __m256i *sc,
                                    __m256i *mn) {
     if (type == Q_Q3_K) {

@@ -711,14 +711,48 @@ ALWAYS_INLINE void k23_tile_n(uint32_t type, const uint8_t *w, int64_t n, int64_
 }
 
 
-// Two x8 groups of Q3_K or Q2_K (a's rows in lanes 0-7, b's in 8-15) against
-// NT tokens, each row running the K23 chain in its lane with k23_token's
-// integer sums: group j's weights (k16_decode8's, for 16 rows) load once for
-// the NT tokens. Q2_K's odd k (bits 2k of its qs) go in as 4 q (masked in
-// place), so its even groups take 4 sc and the sums are 4 times I. With
-// `next`, the two groups from there on are fetched as these are read.
+// Group j of Q3_K or Q2_K x8 blocks a (rows in lanes 0-7) and b (8-15), as
+// k23_group8_avx2 takes it for 8 rows: q[v] lane r = row r's quants 4v ..
+// 4v+3, sc = its scale as the low int16 (Q2_K's even groups 4 sc, their odd
+// k masked in place as 4 q), mn (Q2_K) its min; S: Q3_K's scale words.
+ALWAYS_INLINE void k23_group16(uint32_t type, const uint8_t *a, const uint8_t *b, const __m512i S[4], int j, __m512i q[4],
+                               __m512i *sc, __m512i *mn) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const int s = j / 2, k = (j % 8) / 2;
+    for (int v = 0; v < 4; v++) {
+        if (type == Q_Q2_K) {
+            const size_t o = X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 4 * (j & 1) + v);
+            const __m512i raw = x8_pair(a + o, b + o);
+            q[v] = _mm512_and_si512(k < 2 ? raw : _mm512_srli_epi16(raw, 4), _mm512_set1_epi8(k & 1 ? 12 : 3));
+        } else if (s < 6) {
+            const size_t o = X8_AT(q3k_planes, p) + 32 * (4 * (j & 1) + v) + 256 * (s / 2);
+            q[v] = _mm512_and_si512(_mm512_srli_epi16(x8_pair(a + o, b + o), 3 * (s & 1)), _mm512_set1_epi8(7));
+        } else {  // bits 6-7 of plane s - 6, bit s of plane 2 as bit 2
+            const size_t o = X8_AT(q3k_planes, p) + 32 * (4 * (j & 1) + v);
+            const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(x8_pair(a + o + 512, b + o + 512), s == 6 ? 4 : 5), _mm512_set1_epi8(4));
+            const size_t op = o + 256 * (s - 6);
+            q[v] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x8_pair(a + op, b + op), 6), hb, m3, 0xEC);  // (a & 3) | hb
+        }
+    }
+    if (type == Q_Q2_K) {
+        const size_t o = X8_AT(block_q2_K, scales) + 8 * j;
+        const __m512i raw = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)load_u64(b + o), (long long)load_u64(a + o)));
+        *sc = _mm512_and_si512(raw, _mm512_set1_epi32(15));
+        if (!(k & 1)) *sc = _mm512_slli_epi32(*sc, 2);
+        *mn = _mm512_srli_epi32(raw, 4);
+    } else {
+        const __m512i s6 = _mm512_and_si512(_mm512_srli_epi32(S[j / 4], 8 * (j % 4)), _mm512_set1_epi32(63));
+        *sc = _mm512_and_si512(_mm512_sub_epi32(s6, _mm512_set1_epi32(32)), _mm512_set1_epi32(0xFFFF));
+    }
+}
+
 #define K23_TILE_T 8  // tokens a pass of k23_tile16 (their integer sums stay in registers)
 
+// Two x8 groups of Q3_K or Q2_K (a's rows in lanes 0-7, b's in 8-15) against
+// NT tokens, each row running the K23 chain in its lane with k23_token's
+// integer sums; a group's weights load once for K23_TILE_T tokens (Q2_K:
+// its sums are 4 times I). With `next`, the two groups from there on are
+// fetched as these are read.
 ALWAYS_INLINE void k23_tile16(uint32_t type, const uint8_t *a, const uint8_t *b, const uint8_t *next, int64_t n,
                               int64_t u0, int64_t u1, const uint8_t *x, size_t xs, float *out, const int NT) {
     const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
@@ -741,64 +775,38 @@ ALWAYS_INLINE void k23_tile16(uint32_t type, const uint8_t *a, const uint8_t *b,
                 S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? s1 : s0, 4 * (w / 2)),
                                                  _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4), m4, 0xEC);
         }
-        for (int t0 = 0; t0 < NT; t0 += K23_TILE_T) {
-        const int nt = NT < K23_TILE_T ? NT : K23_TILE_T;
-        __m512i I[K23_TILE_T], M[K23_TILE_T];
-        for (int t = 0; t < nt; t++) I[t] = M[t] = _mm512_setzero_si512();
-        for (int j = 0; j < 16; j++) {  // (not unrolled: NT tokens' bodies 16 times over would not fit the caches)
-            const int s = j / 2, k = (j % 8) / 2;
-            __m512i q[4], sc, mn = _mm512_setzero_si512();
-            for (int v = 0; v < 4; v++) {
-                if (type == Q_Q2_K) {
-                    const size_t o = X8_AT(block_q2_K, qs) + 32 * (8 * (j / 8) + 4 * (j & 1) + v);
-                    const __m512i raw = x8_pair(ba + o, bq + o);
-                    q[v] = _mm512_and_si512(k < 2 ? raw : _mm512_srli_epi16(raw, 4), _mm512_set1_epi8(k & 1 ? 12 : 3));
-                } else if (s < 6) {
-                    const size_t o = X8_AT(q3k_planes, p) + 32 * (4 * (j & 1) + v) + 256 * (s / 2);
-                    q[v] = _mm512_and_si512(_mm512_srli_epi16(x8_pair(ba + o, bq + o), 3 * (s & 1)), _mm512_set1_epi8(7));
-                } else {  // bits 6-7 of plane s - 6, bit s of plane 2 as bit 2
-                    const size_t o = X8_AT(q3k_planes, p) + 32 * (4 * (j & 1) + v);
-                    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(x8_pair(ba + o + 512, bq + o + 512), s == 6 ? 4 : 5),
-                                                        _mm512_set1_epi8(4));
-                    q[v] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x8_pair(ba + o + 256 * (s - 6), bq + o + 256 * (s - 6)), 6), hb,
-                                                     m3, 0xEC);  // (a & 3) | hb
-                }
-            }
-            if (type == Q_Q2_K) {
-                const size_t o = X8_AT(block_q2_K, scales) + 8 * j;
-                const __m512i raw = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)load_u64(bq + o), (long long)load_u64(ba + o)));
-                sc = _mm512_and_si512(raw, _mm512_set1_epi32(15));
-                if (!(k & 1)) sc = _mm512_slli_epi32(sc, 2);
-                mn = _mm512_srli_epi32(raw, 4);
-            } else {  // the low int16 of each lane
-                sc = _mm512_and_si512(_mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(S[j / 4], 8 * (j % 4)), _mm512_set1_epi32(63)),
-                                                       _mm512_set1_epi32(32)),
-                                      _mm512_set1_epi32(0xFFFF));
-            }
-#pragma GCC unroll 16
-            for (int t = 0; t < nt; t++) {
-                const uint8_t *r = x + (size_t)(t0 + t) * xs + (size_t)u * K16_BYTES + 4 * j;
-                __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], bcast32(r));
-                __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], bcast32(r + 64));
-                i0 = _mm512_dpbusd_epi32(i0, q[2], bcast32(r + 128));
-                i1 = _mm512_dpbusd_epi32(i1, q[3], bcast32(r + 192));
-                const __m512i c = bcast32(r + K16_C);
-                __m512i i = _mm512_add_epi32(i0, i1);  // |i| <= 24384 (Q2_K's 4 q), Q3_K's with c <= 8128: an int16
-                if (type == Q_Q3_K) i = _mm512_add_epi32(i, c);
-                I[t] = _mm512_add_epi32(I[t], _mm512_madd_epi16(i, sc));
-                if (type == Q_Q2_K) M[t] = _mm512_add_epi32(M[t], _mm512_madd_epi16(c, mn));
-            }
-        }
         const size_t od = type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d);
         const __m512 d = x8_pair_halves(ba + od, bq + od);
         const __m512 dmin = type == Q_Q2_K ? x8_pair_halves(ba + X8_AT(block_q2_K, dmin), bq + X8_AT(block_q2_K, dmin)) : d;
+        for (int t0 = 0; t0 < NT; t0 += K23_TILE_T) {
+            const int nt = NT < K23_TILE_T ? NT : K23_TILE_T;
+            const uint8_t *xu = x + (size_t)t0 * xs + (size_t)u * K16_BYTES;
+            __m512i I[K23_TILE_T], M[K23_TILE_T];
+            for (int t = 0; t < nt; t++) I[t] = M[t] = _mm512_setzero_si512();
+            for (int j = 0; j < 16; j++) {  // (not unrolled: 16 copies of the tokens' bodies would not fit the caches)
+                __m512i q[4], sc, mn = _mm512_setzero_si512();
+                k23_group16(type, ba, bq, S, j, q, &sc, &mn);
 #pragma GCC unroll 16
-        for (int t = 0; t < nt; t++) {
-            const __m512 dx = _mm512_set1_ps(load_f32(x + (size_t)(t0 + t) * xs + (size_t)u * K16_BYTES + K16_D));
-            const __m512i Iv = type == Q_Q2_K ? _mm512_srai_epi32(I[t], 2) : I[t];
-            acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Iv), _mm512_mul_ps(d, dx), acc[t0 + t]);
-            if (type == Q_Q2_K) acc[t0 + t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmin, dx), acc[t0 + t]);
-        }
+                for (int t = 0; t < nt; t++) {
+                    const uint8_t *r = xu + (size_t)t * xs + 4 * j;
+                    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], bcast32(r));
+                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], bcast32(r + 64));
+                    i0 = _mm512_dpbusd_epi32(i0, q[2], bcast32(r + 128));
+                    i1 = _mm512_dpbusd_epi32(i1, q[3], bcast32(r + 192));
+                    const __m512i c = bcast32(r + K16_C);
+                    __m512i i = _mm512_add_epi32(i0, i1);  // |i| <= 24384 (Q2_K's 4 q), Q3_K's with c <= 8128: an int16
+                    if (type == Q_Q3_K) i = _mm512_add_epi32(i, c);
+                    I[t] = _mm512_add_epi32(I[t], _mm512_madd_epi16(i, sc));
+                    if (type == Q_Q2_K) M[t] = _mm512_add_epi32(M[t], _mm512_madd_epi16(c, mn));
+                }
+            }
+#pragma GCC unroll 16
+            for (int t = 0; t < nt; t++) {
+                const __m512 dx = _mm512_set1_ps(load_f32(xu + (size_t)t * xs + K16_D));
+                const __m512i Iv = type == Q_Q2_K ? _mm512_srai_epi32(I[t], 2) : I[t];
+                acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Iv), _mm512_mul_ps(d, dx), acc[t0 + t]);
+                if (type == Q_Q2_K) acc[t0 + t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmin, dx), acc[t0 + t]);
+            }
         }
     }
     for (int t = 0; t < NT; t++) _mm512_storeu_ps(out + 16 * t, acc[t]);

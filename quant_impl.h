@@ -350,8 +350,9 @@ static inline float k23_chain(uint32_t type, float acc, int32_t I, int32_t M, fl
 // Unit kernels: the float order every build shares
 //
 // Apart from Q4_K and Q5_K (above: the K4 chain) and Q3_K and Q2_K (the K23
-// chain, whose unit is a super-block), a weight row is cut into units of 16 lanes (16 blocks of 32, the 16 groups of a
-// Q6_K super-block, 16 floats, or 16 pairs of bf16). Each lane runs its own
+// chain, whose unit is a super-block), a weight row is cut into units of 16
+// lanes (16 blocks of 32, the 16 groups of a Q6_K super-block, 16 floats, or
+// 16 pairs of bf16). Each lane runs its own
 // float chain over the row's units, one fma per unit (integer dot products,
 // exact in any order, times the scales), and the 16 lanes are summed at the
 // end in the order of GCC's _mm512_reduce_add_ps (reduce16). The AVX-512 and
