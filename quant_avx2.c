@@ -285,10 +285,10 @@ ALWAYS_INLINE void k23_unpack_avx2(uint32_t type, const uint8_t *blk, __m256i q[
             }
         }
     }
+    const __m128i s16 = type == Q_Q3_K ? q3k_scale_vec(((const block_q3_K *)blk)->scales) : _mm_setzero_si128();
     for (int h = 0; h < 2; h++) {
         __m256i s;
         if (type == Q_Q3_K) {
-            const __m128i s16 = q3k_scale_vec(((const block_q3_K *)blk)->scales);
             s = _mm256_sub_epi32(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(s16, 8) : s16), _mm256_set1_epi32(32));
         } else {
             const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(((const block_q2_K *)blk)->scales + 8 * h)));
@@ -940,9 +940,7 @@ ALWAYS_INLINE void k23_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
         const __m256 dmin = type == Q_Q2_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q2_K, dmin)))) : d;
         for (int t = 0; t < NT; t++) {
             const __m256 dx = _mm256_set1_ps(load_f32(x + (size_t)t * xs + (size_t)u * K16_BYTES + K16_D));
-            const __m256i Iv = type == Q_Q2_K ? _mm256_srai_epi32(I[t], 2) : I[t];
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Iv), _mm256_mul_ps(d, dx), acc[t]);
-            if (type == Q_Q2_K) acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[t]), _mm256_mul_ps(dmin, dx), acc[t]);
+            acc[t] = k23_chain8(type, acc[t], type == Q_Q2_K ? _mm256_srai_epi32(I[t], 2) : I[t], M[t], d, dmin, dx);
         }
     }
     for (int t = 0; t < NT; t++) _mm256_storeu_ps(out + 8 * t, acc[t]);

@@ -466,6 +466,15 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
     reduce16_pairs8(acc, out);
 }
 
+// Q3_K's scale words (q3k_scale_words) of the rows in the lanes, from their
+// x8 scale bytes 0-7 (a0), 8-15 (a1) and 16-23 (t): (lo & 15) | (hi & 3) << 4.
+ALWAYS_INLINE void q3k_words512(__m512i a0, __m512i a1, __m512i t, __m512i S[4]) {
+    for (int w = 0; w < 4; w++)
+        S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? a1 : a0, 4 * (w / 2)),
+                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), _mm512_set1_epi8(3)), 4),
+                                         _mm512_set1_epi8(15), 0xEC);
+}
+
 // 8 rows' fp16 field at p as floats, in both halves.
 ALWAYS_INLINE __m512 halves8_twice(const uint8_t *p) {
     const __m512 f = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
@@ -505,11 +514,7 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
             const uint8_t *sc = b + X8_AT(q3k_planes, scales);
             const __m512i a0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)sc));
             const __m512i a1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sc + 32)));
-            const __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sc + 64)));
-            for (int w = 0; w < 4; w++)  // (lo & 15) | (hi & 3) << 4
-                S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? a1 : a0, 4 * (w / 2)),
-                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4), m4,
-                                                 0xEC);
+            q3k_words512(a0, a1, _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(sc + 64))), S);
         }
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
@@ -558,15 +563,10 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
                 M = _mm512_add_epi32(M, _mm512_madd_epi16(c, _mm512_srli_epi32(sc, 4)));
             }
         }
-        if (type != Q_Q6_K) {  // the K23 chain
-            const __m256 dx8 = _mm512_castps512_ps256(dx);
-            const __m256i I8 = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
-            chain = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I8), _mm256_mul_ps(_mm512_castps512_ps256(d), dx8), chain);
-            if (type == Q_Q2_K) {
-                const __m256i M8 = _mm256_add_epi32(_mm512_castsi512_si256(M), _mm512_extracti64x4_epi64(M, 1));
-                chain = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M8), _mm256_mul_ps(_mm512_castps512_ps256(dmin), dx8), chain);
-            }
-        }
+        if (type != Q_Q6_K)  // the K23 chain on the folded halves
+            chain = k23_chain8(type, chain, _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1)),
+                               _mm256_add_epi32(_mm512_castsi512_si256(M), _mm512_extracti64x4_epi64(M, 1)),
+                               _mm512_castps512_ps256(d), _mm512_castps512_ps256(dmin), _mm512_castps512_ps256(dx));
     }
     if (type == Q_Q6_K) reduce16_pairs8(acc, out);
     else _mm256_storeu_ps(out, chain);
@@ -746,6 +746,12 @@ ALWAYS_INLINE void k23_group16(uint32_t type, const uint8_t *a, const uint8_t *b
     }
 }
 
+// k23_chain8 (quant_impl.h) for 16 rows in the lanes.
+ALWAYS_INLINE __m512 k23_chain16(uint32_t type, __m512 acc, __m512i I, __m512i M, __m512 d, __m512 dmin, __m512 dx) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), _mm512_mul_ps(d, dx), acc);
+    return type == Q_Q2_K ? _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc) : acc;
+}
+
 #define K23_TILE_T 8  // tokens a pass of k23_tile16 (their integer sums stay in registers)
 
 // Two x8 groups of Q3_K or Q2_K (a's rows in lanes 0-7, b's in 8-15) against
@@ -757,7 +763,6 @@ ALWAYS_INLINE void k23_tile16(uint32_t type, const uint8_t *a, const uint8_t *b,
                               int64_t u0, int64_t u1, const uint8_t *x, size_t xs, float *out, const int NT) {
     const size_t bb = 8 * (type == Q_Q2_K ? sizeof(block_q2_K) : sizeof(block_q3_K));
     const size_t gb = (size_t)(n / 256) * bb;  // a group's bytes
-    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(15);
     __m512 acc[TILE_T];
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
@@ -770,10 +775,7 @@ ALWAYS_INLINE void k23_tile16(uint32_t type, const uint8_t *a, const uint8_t *b,
         __m512i S[4];  // Q3_K: q3k_scale_words' words of the 16 rows
         if (type == Q_Q3_K) {
             const size_t o = X8_AT(q3k_planes, scales);
-            const __m512i s0 = x8_pair(ba + o, bq + o), s1 = x8_pair(ba + o + 32, bq + o + 32), t = x8_pair(ba + o + 64, bq + o + 64);
-            for (int w = 0; w < 4; w++)  // (lo & 15) | (hi & 3) << 4
-                S[w] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w & 1 ? s1 : s0, 4 * (w / 2)),
-                                                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(t, 2 * w), m3), 4), m4, 0xEC);
+            q3k_words512(x8_pair(ba + o, bq + o), x8_pair(ba + o + 32, bq + o + 32), x8_pair(ba + o + 64, bq + o + 64), S);
         }
         const size_t od = type == Q_Q2_K ? X8_AT(block_q2_K, d) : X8_AT(q3k_planes, d);
         const __m512 d = x8_pair_halves(ba + od, bq + od);
@@ -803,9 +805,7 @@ ALWAYS_INLINE void k23_tile16(uint32_t type, const uint8_t *a, const uint8_t *b,
 #pragma GCC unroll 16
             for (int t = 0; t < nt; t++) {
                 const __m512 dx = _mm512_set1_ps(load_f32(xu + (size_t)t * xs + K16_D));
-                const __m512i Iv = type == Q_Q2_K ? _mm512_srai_epi32(I[t], 2) : I[t];
-                acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Iv), _mm512_mul_ps(d, dx), acc[t0 + t]);
-                if (type == Q_Q2_K) acc[t0 + t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[t]), _mm512_mul_ps(dmin, dx), acc[t0 + t]);
+                acc[t0 + t] = k23_chain16(type, acc[t0 + t], type == Q_Q2_K ? _mm512_srai_epi32(I[t], 2) : I[t], M[t], d, dmin, dx);
             }
         }
     }

@@ -422,6 +422,13 @@ ALWAYS_INLINE float reduce16_avx2(__m256 lo, __m256 hi) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
+
+// k23_chain for 8 rows in the lanes: their super-block's sums I, M and
+// factors d, dmin, against one token's dx.
+ALWAYS_INLINE __m256 k23_chain8(uint32_t type, __m256 acc, __m256i I, __m256i M, __m256 d, __m256 dmin, __m256 dx) {
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(d, dx), acc);
+    return type == Q_Q2_K ? _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(dmin, dx), acc) : acc;
+}
 #endif
 
 // A tile function over the ISA kernel `kernel`, the weight type fixed.
