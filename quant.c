@@ -617,10 +617,8 @@ static void matmul(uint32_t wtype, int64_t n, const wsrc *s, int nr, const void 
                    int nt_joint, float *y, size_t ldy) {
     if (nt_joint > nt) nt_joint = nt;
     if (nt_joint < 0) nt_joint = 0;
-    if (nt == 1) {  // the kernels prefetch DECODE_AHEAD on as they go: the first bytes here
-        const size_t all = s->x8 ? (size_t)(s->lo + nr + 7) / 8 * s->ws : (size_t)nr * s->ws;
-        for (size_t l = 0; l < all && l < DECODE_AHEAD; l += 64) DECODE_PREFETCH(s->w + l);
-    }
+    if (nt == 1)  // the kernels prefetch ahead as they go: the first bytes here
+        decode_prefetch_head(s->w, s->x8 ? (size_t)(s->lo + nr + 7) / 8 * s->ws : (size_t)nr * s->ws);
     if (nt_joint > 0) matmul_tokens(wtype, n, s, nr, xq, xq_stride, nt_joint, 0, y, ldy);
     // lone tokens share each weight block's decoding, each keeping its own float chain
     if (nt > nt_joint)
