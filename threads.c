@@ -1,7 +1,10 @@
 // threads.c — see threads.h.
 //
-// A job is published by bumping `gen`; workers wait for it to change and
-// the caller waits for `done` to reach it. Each wait spins for TP_SPIN_NS
+// A job is published by bumping `gen`; workers wait for it to change, and
+// each joins it unless the caller has already closed it (ran its own fn to
+// the end: every item is claimed), so a worker that another process keeps
+// off its core costs nothing; the caller waits for the workers that joined
+// (`running`) to leave. Each wait spins for TP_SPIN_NS
 // (the gaps between a decode step's sections are microseconds, and a futex
 // wake-up costs tens of them), then sleeps on the word with futex(2). A
 // sleeper first counts itself in `sleepers`, then re-reads the word; a waker
@@ -45,9 +48,9 @@ struct tpool {
     tp_worker *args;     // [n - 1]
     tp_fn fn;            // the current job (written before gen is bumped)
     void *ctx;
-    tp_event gen;        // number of the current job
-    tp_event done;       // number of the last job every worker finished
-    atomic_int pending;  // workers still running the current job
+    tp_event gen;              // number of the current job
+    _Atomic uint32_t closed;   // number of the last job workers may no longer join
+    tp_event running;          // workers that joined the current job and have not left
     atomic_int stop;
 };
 
@@ -78,9 +81,14 @@ static uint32_t ev_wait(tp_event *e, uint32_t old) {
     }
 }
 
+// After e->word changed: wakes its sleepers, if any.
+static void ev_wake(tp_event *e) {
+    if (atomic_load(&e->sleepers)) syscall(SYS_futex, &e->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 static void ev_set(tp_event *e, uint32_t v) {
     atomic_store(&e->word, v);
-    if (atomic_load(&e->sleepers)) syscall(SYS_futex, &e->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    ev_wake(e);
 }
 
 static void *worker_main(void *arg) {
@@ -90,8 +98,12 @@ static void *worker_main(void *arg) {
     for (;;) {
         seen = ev_wait(&p->gen, seen);
         if (atomic_load(&p->stop)) return NULL;
-        p->fn(p->ctx, w->i, p->n);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) ev_set(&p->done, seen);
+        // counted in, then the job still open: the caller (which closes, then
+        // counts, both sequentially consistent) waits for this worker; closed
+        // (or a later job's, as this worker came late): skipped
+        atomic_fetch_add(&p->running.word, 1);
+        if ((int32_t)(atomic_load(&p->closed) - seen) < 0) p->fn(p->ctx, w->i, p->n);
+        if (atomic_fetch_sub(&p->running.word, 1) == 1) ev_wake(&p->running);
     }
 }
 
@@ -142,9 +154,9 @@ void tp_run(tpool *p, tp_fn fn, void *ctx) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
     const uint32_t job = atomic_load_explicit(&p->gen.word, memory_order_relaxed) + 1;
-    ev_set(&p->gen, job);  // publishes fn, ctx and pending with it
+    ev_set(&p->gen, job);  // publishes fn and ctx with it
     fn(ctx, 0, p->n);
-    ev_wait(&p->done, job - 1);
+    atomic_store(&p->closed, job);
+    for (uint32_t v; (v = atomic_load(&p->running.word)) != 0;) ev_wait(&p->running, v);
 }

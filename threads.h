@@ -22,8 +22,11 @@ typedef void (*tp_fn)(void *ctx, int i, int n);
 tpool *tp_create(int n_threads);
 void tp_free(tpool *p);
 
-// Runs fn on every thread and returns when all have returned. One caller at
-// a time (the pool's owner); fn must not call tp_run.
+// Runs fn on the caller and on each worker that starts before the caller's
+// fn returns, and returns when all of those have returned: fn must hand out
+// its work dynamically (tp_claim), since a worker that another process keeps
+// off its core does not run it (and is not waited for). One caller at a time
+// (the pool's owner); fn must not call tp_run.
 void tp_run(tpool *p, tp_fn fn, void *ctx);
 
 // Dynamic work: items [0, total) handed out in chunks, in order, as threads

@@ -726,8 +726,8 @@ static void bench_mm(uint32_t type, int x8, int64_t n, const uint8_t *w, size_t 
     else q_matmul(type, n, w + (size_t)r0 * rb, rb, nr, xq, xs, nt, nt, y, ldy);
 }
 
-// The decode matvec as cpu.c runs it on all cores: each matrix's rows split
-// between the pool's threads.
+// The decode matvec as cpu.c runs it on all cores: each matrix's rows
+// claimed by the pool's threads as they go, 16 at a time or more.
 typedef struct {
     uint32_t type;
     int x8;
@@ -736,12 +736,14 @@ typedef struct {
     size_t rb;
     int rows;
     float *y;
+    atomic_int_fast64_t next;
 } mv_job;
 
 static void mv_part(void *ctx, int i, int nth) {
-    const mv_job *j = ctx;
-    const int r0 = (int)((int64_t)j->rows * i / nth), r1 = (int)((int64_t)j->rows * (i + 1) / nth);
-    bench_mm(j->type, j->x8, j->n, j->w, j->rb, r0, r1 - r0, j->xq, 0, 1, j->y + r0, 0);
+    (void)i;
+    mv_job *j = ctx;
+    for (int64_t r0, r1 = 0; (r0 = tp_claim(&j->next, j->rows, 16, 16, nth, &r1)) < j->rows;)
+        bench_mm(j->type, j->x8, j->n, j->w, j->rb, (int)r0, (int)(r1 - r0), j->xq, 0, 1, j->y + r0, 0);
 }
 
 static void bench(const char *only, int rows, int64_t n) {
@@ -794,7 +796,7 @@ static void bench(const char *only, int rows, int64_t n) {
         for (int rep = 0; rep < 3 && pool; rep++) {
             const double t0 = now_sec();
             for (int m = 0; m < nmat; m++) {
-                mv_job j = {type, x8, n, w + m * mb, xq, rb, rows, y};
+                mv_job j = {type, x8, n, w + m * mb, xq, rb, rows, y, 0};
                 tp_run(pool, mv_part, &j);
             }
             bestp = fmin(bestp, (now_sec() - t0) / nmat);
