@@ -43,14 +43,14 @@ typedef struct {
 } tp_worker;
 
 struct tpool {
-    int n;               // threads, the caller included
-    pthread_t *threads;  // [n - 1] workers
-    tp_worker *args;     // [n - 1]
-    tp_fn fn;            // the current job (written before gen is bumped)
+    int n;                    // threads, the caller included
+    pthread_t *threads;       // [n - 1] workers
+    tp_worker *args;          // [n - 1]
+    tp_fn fn;                 // the current job (written before gen is bumped)
     void *ctx;
-    tp_event gen;              // number of the current job
-    _Atomic uint32_t closed;   // number of the last job workers may no longer join
-    tp_event running;          // workers that joined the current job and have not left
+    tp_event gen;             // number of the current job
+    _Atomic uint32_t closed;  // number of the last job workers may no longer join
+    tp_event running;         // workers that joined the current job and have not left
     atomic_int stop;
 };
 
