@@ -27,6 +27,16 @@
 #include "threads.h"
 #include "util.h"
 
+// Memory for the weights' interleaved copies, taken in order from fresh
+// anonymous memory in 2 MiB pages (map_anon): from aligned_alloc, a quarter
+// of the 1B Q4_K_M's copies came back in 4 KiB pages (memory malloc had
+// touched before), a TLB miss every 4 KiB of a decode's stream.
+#define X8_ARENA ((size_t)256 << 20)
+typedef struct {
+    uint8_t *base;
+    size_t size, used;
+} x8_arena;
+
 // Scratch buffers that grow on demand; never shrink until free.
 enum { SCR_ACT, SCR_ATT, SCR_COUNT };  // activations' q8 copies; attention's split states
 
@@ -35,7 +45,7 @@ struct backend {
     tpool *pool;
     void *scr[SCR_COUNT];
     size_t scr_cap[SCR_COUNT];
-    void **x8;       // [n_x8] the weights' interleaved copies (cpu_upload), freed with the backend
+    x8_arena *x8;    // [n_x8] where the weights' interleaved copies live (cpu_upload), freed with the backend
     size_t n_x8;
     char desc[96];
 };
@@ -68,7 +78,7 @@ static void cpu_free(backend *b) {
     if (!b) return;
     tp_free(b->pool);
     for (int i = 0; i < SCR_COUNT; i++) free(b->scr[i]);
-    for (size_t i = 0; i < b->n_x8; i++) free(b->x8[i]);
+    for (size_t i = 0; i < b->n_x8; i++) map_anon_free(b->x8[i].base, b->x8[i].size);
     free(b->x8);
     free(b);
 }
@@ -130,16 +140,23 @@ static void x8_pack_groups(void *ctx, int64_t g0, int64_t g1) {
 // original); the others are read from the mapping as they are.
 static int cpu_upload(backend *b, qmat *w, char *err) {
     if (w->lookup || !q_x8_wanted(w->type) || w->row_bytes != qtype_row_bytes(w->type, w->cols)) return 0;
-    void **list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
-    if (!list) return errf(err, "out of memory");
-    b->x8 = list;
-    const size_t bytes = q_x8_bytes(w->type, w->rows, w->cols);
-    void *copy = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    if (!copy) return errf(err, "out of memory: %zu bytes for a weight's interleaved copy", bytes);
-    map_advise_huge(copy, bytes);
+    const size_t bytes = (q_x8_bytes(w->type, w->rows, w->cols) + 63) & ~(size_t)63;
+    x8_arena *a = b->n_x8 ? &b->x8[b->n_x8 - 1] : NULL;
+    if (!a || a->size - a->used < bytes) {
+        x8_arena *list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
+        if (!list) return errf(err, "out of memory");
+        b->x8 = list;
+        a = &list[b->n_x8];
+        a->size = bytes > X8_ARENA ? bytes : X8_ARENA;
+        a->used = 0;
+        if (!(a->base = map_anon(a->size)))
+            return errf(err, "out of memory: %zu bytes for a weight's interleaved copy", bytes);
+        b->n_x8++;
+    }
+    void *copy = a->base + a->used;
+    a->used += bytes;
     x8_job j = {w, copy};
     par_for(b, (w->rows + 7) / 8, 64, 1, x8_pack_groups, &j);
-    b->x8[b->n_x8++] = copy;
     w->data = copy;
     w->x8 = 1;
     return 0;
@@ -261,29 +278,38 @@ static void matmul_set_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
-// backend.h's matmul_set: matrices of one type and width (Q, K, V; gate, up)
-// with no prompt rows share one quantization of x and one parallel section,
-// each chunk of rows cut where cpu_matmul would cut it (every matrix starts
-// on a multiple of the chunk alignment), so the bits are cpu_matmul's.
+// backend.h's matmul_set (k <= 3): one parallel section over the matrices'
+// rows, after one quantization of x for each type among them; each chunk of
+// rows is cut where cpu_matmul would cut it (every matrix but the last
+// starts on a multiple of the chunk alignment; else a cpu_matmul each), so
+// the bits are cpu_matmul's.
 static void cpu_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
                            int n_joint) {
     const int64_t align = n == 1 ? 16 : MM_ROW_TILE;
-    int one = k >= 1 && k <= 3 && n > 0 && n_joint <= 0;
-    for (int i = 0; one && i < k; i++)
-        one = w[i]->type == w[0]->type && w[i]->cols == w[0]->cols && w[i]->rows % align == 0;
-    if (!one) {
-        for (int i = 0; i < k; i++) cpu_matmul(b, y[i], w[i], x, n, n_joint);
-        return;
-    }
-    const size_t arow = q_act_row_bytes(w[0]->type, w[0]->cols);
+    for (int i = 0; i + 1 < k; i++)
+        if (w[i]->rows % align) {
+            for (int j = 0; j < k; j++) cpu_matmul(b, y[j], w[j], x, n, n_joint);
+            return;
+        }
     matmul_set_job s = {.k = k};
-    uint8_t *xq = scratch(b, SCR_ACT, arow * (size_t)n);
+    size_t at[3], bytes = 0;  // where each matrix's quantized x starts in the scratch
+    int own[3];               // whether it is the first of its type (and quantizes x)
+    int64_t chunk = INT64_MAX;
     for (int i = 0; i < k; i++) {
-        s.j[i] = (matmul_job){y[i], w[i], x, xq, arow, n, 0};
+        int j = 0;
+        while (w[j]->type != w[i]->type) j++;
+        own[i] = j == i;
+        at[i] = own[i] ? bytes : at[j];
+        if (own[i]) bytes += q_act_row_bytes(w[i]->type, w[i]->cols) * (size_t)n;
         s.first[i + 1] = s.first[i] + w[i]->rows;
+        if (matmul_chunk(w[i], n) < chunk) chunk = matmul_chunk(w[i], n);
     }
-    par_for(b, n, 4, 1, quantize_rows, &s.j[0]);
-    par_for(b, s.first[k], matmul_chunk(w[0], n), align, matmul_set_rows, &s);
+    uint8_t *xq = scratch(b, SCR_ACT, bytes);
+    for (int i = 0; i < k; i++) {
+        s.j[i] = (matmul_job){y[i], w[i], x, xq + at[i], q_act_row_bytes(w[i]->type, w[i]->cols), n, n_joint};
+        if (own[i]) par_for(b, n, 4, 1, quantize_rows, &s.j[i]);
+    }
+    par_for(b, s.first[k], chunk, align, matmul_set_rows, &s);
 }
 
 static void cpu_add_bias(backend *b, float *y, const qmat *bias, int n, int dim) {

@@ -139,6 +139,21 @@ int map_populate(file_map *m, long long *huge, char *err) {
     return 0;
 }
 
+void *map_anon(size_t n) {
+    const size_t len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uint8_t *raw = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    uint8_t *p = (uint8_t *)huge_up(raw);
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (raw + HUGE_PAGE > p) munmap(p + len, (size_t)(raw + HUGE_PAGE - p));
+    madvise(p, len, MADV_HUGEPAGE);  // may fail (no THP): the pages stay small
+    return p;
+}
+
+void map_anon_free(void *p, size_t n) {
+    if (p) munmap(p, (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+}
+
 void map_drop(const void *p, size_t n) {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1), e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);

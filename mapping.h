@@ -28,6 +28,13 @@ int map_populate(file_map *m, long long *huge, char *err);
 // decode step streams as it streams the weights). A hint: nothing fails.
 void map_advise_huge(void *p, size_t n);
 
+// n bytes of anonymous memory no one has touched, zeroed, starting on a 2 MiB
+// boundary and asked for in 2 MiB pages (memory from malloc may have been
+// touched already, and stays in the 4 KiB pages it then got); NULL when out
+// of memory. map_anon_free takes the same n.
+void *map_anon(size_t n);
+void map_anon_free(void *p, size_t n);
+
 // Drops the whole pages inside [p, p + n) of a file mapping from this
 // process (a part of the file now read from a copy); read again, they come
 // back from the file. A hint: nothing fails.

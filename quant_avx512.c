@@ -1127,7 +1127,7 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
         __m512i sc[8], mnp[4];
         __m512 dw, dmw;
         q4k_rows_scales(&src, bb, k, sc, mnp, &dw, &dmw);
-        __m512i I = _mm512_setzero_si512();
+        __m512i I2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // h's chains (integers: the same sum)
         __m256i M = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m512i raw[4];  // qs dwords 2w, 2w + 1 of the rows' 32 bytes c
@@ -1142,11 +1142,12 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
                 }
                 const __m512i i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], X[0]), nib[1], X[1]);
                 const __m512i i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[2], X[2]), nib[3], X[3]);
-                I = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I, i0, sc[s]), i1, sc[s]);
+                I2[h] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I2[h], i0, sc[s]), i1, sc[s]);
             }
             M = _mm256_dpwssd_epi32(M, _mm512_castsi512_si256(mnp[c]), _mm256_set1_epi32((int)load_u32(u + K4_PAIRS + 4 * c)));
         }
         const __m256 dx = _mm256_set1_ps(load_f32(u + K4_W));
+        const __m512i I = _mm512_add_epi32(I2[0], I2[1]);
         const __m256i I8 = _mm256_add_epi32(_mm512_castsi512_si256(I), _mm512_extracti64x4_epi64(I, 1));
         s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I8), _mm256_mul_ps(_mm512_castps512_ps256(dw), dx), s1);
         s2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(_mm512_castps512_ps256(dmw), dx), s2);

@@ -470,6 +470,7 @@ static void test_matmul_set(ctx *x, rng_t *r) {
         {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 1, 0}, {{Q_Q4_K, Q_Q4_K, Q_Q4_K}, 3, 5, 0}, {{Q_Q8_0, Q_Q8_0}, 2, 1, 1},
         {{Q_Q4_K, Q_Q4_K, Q_Q6_K}, 3, 2, 0}, {{Q_F16, Q_F16, Q_F16}, 3, 3, 0},    {{Q_Q4_0, Q_Q4_0}, 2, 20, 20},
         {{Q_Q4_K, Q_Q6_K, Q_Q4_K}, 3, 1, 0}, {{Q_F16, Q_Q8_0, Q_F16}, 3, 4, 0},    {{Q_Q6_K, Q_Q5_K, Q_Q5_K}, 3, 3, 0},
+        {{Q_Q4_K, Q_Q4_K, Q_Q6_K}, 3, 1, 1}, {{Q_Q4_K, Q_Q6_K, Q_Q4_K}, 3, 7, 7},
     };
     const int64_t cols = 512, rows[3] = {384, 128, 128};
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
