@@ -418,13 +418,16 @@ static void state_out(const att_slice *sl, att_state *st, float *out) {
 
 // ---- the work items ---------------------------------------------------------
 
-// Query heads per item: as many as ATT_STATE floats of accumulators hold.
-// Whole kv heads' query heads where they fit, so that the kv columns an
-// item reads (ATT_STATE / hq floats a row at most) stay within ATT_STATE.
+// Query heads per item: as many as ATT_STATE floats of accumulators hold,
+// and for a pass of one token (a decode) at most half the heads, so that two
+// threads share it even when its keys are too few to split. Whole kv heads'
+// query heads where they fit, so that the kv columns an item reads
+// (ATT_STATE / hq floats a row at most) stay within ATT_STATE.
 static int slice_heads(const attention_job *j) {
     const int hq = j->n_heads / j->n_kv_heads;
     int n = ATT_STATE / j->head_dim;
     n = n > ATT_MAX_HEADS ? ATT_MAX_HEADS : n < 1 ? 1 : n;
+    if (j->fb->n == 1 && 2 * n > j->n_heads && j->n_heads >= 2 * hq) n = j->n_heads / 2;
     if (n >= hq) n -= n % hq;
     return n < j->n_heads ? n : j->n_heads;
 }
