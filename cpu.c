@@ -279,10 +279,10 @@ static void matmul_set_rows(void *ctx, int64_t r0, int64_t r1) {
 }
 
 // backend.h's matmul_set (k <= 3): one parallel section over the matrices'
-// rows, after one quantization of x for each type among them; each chunk of
-// rows is cut where cpu_matmul would cut it (every matrix but the last
-// starts on a multiple of the chunk alignment; else a cpu_matmul each), so
-// the bits are cpu_matmul's.
+// rows, after one quantization of x for each type among them. Each chunk of
+// rows is cut where cpu_matmul would cut it (every matrix but the last has a
+// multiple of the chunk alignment of rows, so each starts on one; else a
+// cpu_matmul each), so the bits are cpu_matmul's.
 static void cpu_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
                            int n_joint) {
     const int64_t align = n == 1 ? 16 : MM_ROW_TILE;
