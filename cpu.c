@@ -256,14 +256,10 @@ static int64_t matmul_chunk(const qmat *w, int n) {
     return min < 16 ? 16 : min;
 }
 
-static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
-    const size_t arow = q_act_row_bytes(w->type, w->cols);
-    matmul_job j = {y, w, x, scratch(b, SCR_ACT, arow * (size_t)n), arow, n, n_joint};
-    par_for(b, n, 4, 1, quantize_rows, &j);
-    par_for(b, w->rows, matmul_chunk(w, n), n == 1 ? 16 : MM_ROW_TILE, matmul_rows, &j);
-}
+// What a chunk's rows are a multiple of: 16 in a decode, a row tile in a prefill.
+static int64_t matmul_align(int n) { return n == 1 ? 16 : MM_ROW_TILE; }
 
-// matmul_set's matrices as one row range: rows first[i] .. first[i+1]-1 are w[i]'s.
+// matmul_section's matrices as one row range: rows first[i] .. first[i+1]-1 are w[i]'s.
 typedef struct {
     matmul_job j[3];
     int64_t first[4];
@@ -278,38 +274,50 @@ static void matmul_set_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
-// backend.h's matmul_set (k <= 3): one parallel section over the matrices'
-// rows, after one quantization of x for each type among them. Each chunk of
-// rows is cut where cpu_matmul would cut it (every matrix but the last has a
-// multiple of the chunk alignment of rows, so each starts on one; else a
-// cpu_matmul each), so the bits are cpu_matmul's.
-static void cpu_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
+// y[i] = x · w[i]ᵀ for k <= 3 matrices of one width, in one parallel section
+// over their rows after one quantization of x for each type among them. The
+// rows of every matrix but the last must be a multiple of the chunk
+// alignment (so each starts on one): every chunk is then cut where a matrix
+// alone would cut it, and the bits do not depend on the company.
+static void matmul_section(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
                            int n_joint) {
-    const int64_t align = n == 1 ? 16 : MM_ROW_TILE;
-    for (int i = 0; i + 1 < k; i++)
-        if (w[i]->rows % align) {
-            for (int j = 0; j < k; j++) cpu_matmul(b, y[j], w[j], x, n, n_joint);
-            return;
-        }
     matmul_set_job s = {.k = k};
-    size_t at[3], bytes = 0;  // where each matrix's quantized x starts in the scratch
-    int own[3];               // whether it is the first of its type (and quantizes x)
+    size_t at[3], arow[3], bytes = 0;  // where each matrix's quantized x starts in the scratch; its rows' bytes
+    int own[3];                        // whether it is the first of its type (and quantizes x)
     int64_t chunk = INT64_MAX;
     for (int i = 0; i < k; i++) {
         int j = 0;
         while (w[j]->type != w[i]->type) j++;
         own[i] = j == i;
+        arow[i] = q_act_row_bytes(w[i]->type, w[i]->cols);
         at[i] = own[i] ? bytes : at[j];
-        if (own[i]) bytes += q_act_row_bytes(w[i]->type, w[i]->cols) * (size_t)n;
+        if (own[i]) bytes += arow[i] * (size_t)n;
         s.first[i + 1] = s.first[i] + w[i]->rows;
-        if (matmul_chunk(w[i], n) < chunk) chunk = matmul_chunk(w[i], n);
+        const int64_t c = matmul_chunk(w[i], n);
+        if (c < chunk) chunk = c;
     }
     uint8_t *xq = scratch(b, SCR_ACT, bytes);
     for (int i = 0; i < k; i++) {
-        s.j[i] = (matmul_job){y[i], w[i], x, xq + at[i], q_act_row_bytes(w[i]->type, w[i]->cols), n, n_joint};
+        s.j[i] = (matmul_job){y[i], w[i], x, xq + at[i], arow[i], n, n_joint};
         if (own[i]) par_for(b, n, 4, 1, quantize_rows, &s.j[i]);
     }
-    par_for(b, s.first[k], chunk, align, matmul_set_rows, &s);
+    par_for(b, s.first[k], chunk, matmul_align(n), matmul_set_rows, &s);
+}
+
+static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
+    matmul_section(b, &y, &w, 1, x, n, n_joint);
+}
+
+// backend.h's matmul_set (k <= 3): one matmul_section, or where a matrix
+// other than the last has a partial chunk of rows, a cpu_matmul each.
+static void cpu_matmul_set(backend *b, float *const y[], const qmat *const w[], int k, const float *x, int n,
+                           int n_joint) {
+    for (int i = 0; i + 1 < k; i++)
+        if (w[i]->rows % matmul_align(n)) {
+            for (int j = 0; j < k; j++) cpu_matmul(b, y[j], w[j], x, n, n_joint);
+            return;
+        }
+    matmul_section(b, y, w, k, x, n, n_joint);
 }
 
 static void cpu_add_bias(backend *b, float *y, const qmat *bias, int n, int dim) {
