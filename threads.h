@@ -5,7 +5,8 @@
 // and on a machine where another process holds a core the thread sharing
 // that core runs half the time. Work claimed dynamically (tp_claim) lets the
 // threads that run take over its share; waiting threads spin briefly, then
-// sleep (a futex), so a stalled thread can be moved onto the core they free.
+// sleep (a futex), so a stalled thread can be moved onto the core they free;
+// a worker done with its part yields its core to whatever else waits there.
 #ifndef QUILL_THREADS_H
 #define QUILL_THREADS_H
 
