@@ -596,7 +596,7 @@ static void sum_words(void *ctx, int64_t i0, int64_t i1) {
 // The memory's read bandwidth: the best of 4 passes summing 1 GiB (far more
 // than any cache) on every thread. A decode step cannot read faster. The
 // GiB comes in 2 MiB pages where the system has them, as the weights'
-// copies do (map_anon): in 4 KiB pages (malloc's) the passes read 0-10%
+// copies do (map_anon): in 4 KiB pages (malloc's) the passes read ~5%
 // less on an Emerald Rapids VM, which flattered decode's share of it.
 static int cpu_roofline(backend *b, double *mem_bw, double *gemm_flops, char *err) {
     read_job j = {.n = (size_t)1 << 27};
