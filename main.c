@@ -130,11 +130,18 @@ static void usage(FILE *out) {
         "stderr.\n"
         "With a terminal on stdin and no prompt, or with -i, it chats (/help lists commands).\n"
         "\n"
-        "options:\n"
-        "  -m, --model FILE       GGUF model (llama, qwen2, qwen3, qwen3moe; F32 F16 BF16 Q8_0\n"
-        "                         Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS\n"
-        "                         MXFP4), or its name in $QUILL_MODELS or the Hugging Face,\n"
-        "                         llama.cpp, ollama or LM Studio caches (quill list)\n"
+        "options:\n",
+        out);
+    char archs[256];
+    arch_names(archs, sizeof archs);
+    fprintf(out,
+            "  -m, --model FILE       GGUF model, or its name in $QUILL_MODELS or the Hugging Face,\n"
+            "                         llama.cpp, ollama or LM Studio caches (quill list);\n"
+            "                         architectures: %s;\n"
+            "                         types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K\n"
+            "                         Q5_K Q6_K IQ4_NL IQ4_XS MXFP4\n",
+            archs);
+    fputs(
         "  -f, --file FILE        read the prompt (ppl: the text) from FILE\n"
         "  -n, --n-predict N      generate at most N tokens (default -1: until EOS or the\n"
         "                         context is full)\n"
