@@ -652,8 +652,6 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], co
     __m256i I[8], M[8];
     for (int t = 0; t < NT; t++) s1[t] = s2[t] = _mm256_setzero_ps(), I[t] = M[t] = _mm256_setzero_si256();
     for (int64_t k = 0; k < n / 256; k++) {
-        if (NT == 1 && g8)  // one token streams the group: ask for the bytes DECODE_AHEAD on
-            decode_prefetch(k4_x8_block(type, g8, k), 8 * k4_block_bytes(type));
         k_scales8 ks;
         k4_scales8_avx2(type, rows, g8, k, &ks);
         const uint8_t *u = x + (size_t)k * K4_BYTES;
@@ -661,7 +659,11 @@ ALWAYS_INLINE void k4_rows8_avx2(uint32_t type, const uint8_t *const rows[8], co
         if (type == Q_Q5_K && !g8) k4_dwords8_avx2(type, rows, g8, k, -1, qh);
         if (NT == 1 || (type == Q_Q5_K && g8 && NT < 8)) {  // each chunk's code of its own (its sub-blocks constants)
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) k4_chunk8_avx2(type, rows, g8, k, c, qh, &ks, u, xs, gemm, I, M, s1, s2, NT);
+            for (int c = 0; c < 4; c++) {
+                if (NT == 1 && g8)  // one token streams the group: ask for the bytes DECODE_AHEAD on
+                    decode_prefetch_part(k4_x8_block(type, g8, k), 8 * k4_block_bytes(type), c, 4);
+                k4_chunk8_avx2(type, rows, g8, k, c, qh, &ks, u, xs, gemm, I, M, s1, s2, NT);
+            }
         } else {
             for (int c = 0; c < 4; c++) k4_chunk8_avx2(type, rows, g8, k, c, qh, &ks, u, xs, gemm, I, M, s1, s2, NT);
         }
@@ -823,10 +825,10 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
         for (int j = 0; j < 16; j++) acc[t][j] = _mm256_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *b = g8 + (size_t)u * 8 * sizeof(block_q6_K);
-        if (NT == 1)  // as in unit_tile8_avx2
-            decode_prefetch(b, 8 * sizeof(block_q6_K));
         for (int h = 0; h < 2; h++)
             for (int i = 0; i < 2; i++) {
+                if (NT == 1)  // as in unit_tile8_avx2, a quarter at a time
+                    decode_prefetch_part(b, 8 * sizeof(block_q6_K), 2 * h + i, 4);
                 q6k_group8_avx2(b, u, h, i, 0, x, xs, acc, NT);
                 q6k_group8_avx2(b, u, h, i, 1, x, xs, acc, NT);
                 q6k_group8_avx2(b, u, h, i, 2, x, xs, acc, NT);

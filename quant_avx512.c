@@ -502,7 +502,6 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
     for (int p = 0; p < 8; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
         const uint8_t *b = g8 + (size_t)u * bb, *r = x + (size_t)u * K16_BYTES;
-        decode_prefetch(b, bb);
         __m512i I = _mm512_setzero_si512(), M = _mm512_setzero_si512();  // Q3_K, Q2_K: lanes 0-7 groups 2s, 8-15 2s + 1
         const __m512i xv[4] = {load512(r), load512(r + 64), load512(r + 128), load512(r + 192)}, cv = load512(r + K16_C);
         const __m512 dx = _mm512_set1_ps(load_f32(r + K16_D));
@@ -519,6 +518,7 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
             const int j = 2 * s, h = s / 4, k = s % 4;  // and j + 1
+            decode_prefetch_part(b, bb, s, 8);
             __m512i q[4];
             for (int m = 0; m < 4; m++) {
                 if (type == Q_Q6_K) {
@@ -1123,7 +1123,6 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
     __m256 s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
     for (int64_t k = 0; k < n / 256; k++) {
         const uint8_t *blk = g8 + (size_t)k * 8 * bb, *u = x + (size_t)k * K4_BYTES;
-        decode_prefetch(blk, 8 * bb);
         __m512i sc[8], mnp[4];
         __m512 dw, dmw;
         q4k_rows_scales(&src, bb, k, sc, mnp, &dw, &dmw);
@@ -1131,6 +1130,7 @@ ALWAYS_INLINE void k4_decode8_x8(uint32_t type, const uint8_t *g8, int lo, int h
         __m256i M = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m512i raw[4];  // qs dwords 2w, 2w + 1 of the rows' 32 bytes c
+            decode_prefetch_part(blk, 8 * bb, c, 4);
             for (int w = 0; w < 4; w++) raw[w] = load512(blk + 8 * (k4_qs_off(type) + 32 * (size_t)c) + 64 * w);
             for (int h = 0; h < 2; h++) {
                 const int s = 2 * c + h;
