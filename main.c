@@ -109,6 +109,20 @@ static void die(const char *fmt, ...) {
     exit(1);
 }
 
+// An option's continuation lines: the words of `head`, then of `list`, then
+// `tail`, wrapped at 90 columns under the options' descriptions.
+static void help_words(FILE *out, const char *head, const char *list, const char *tail) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s %s%s", head, list, tail);
+    int col = 0;
+    for (char *save = NULL, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        const int len = (int)strlen(w);
+        if (col && col + 1 + len > 90) fputc('\n', out), col = 0;
+        col = col ? col + fprintf(out, " %s", w) : fprintf(out, "%25s%s", "", w);
+    }
+    fputc('\n', out);
+}
+
 static void usage(FILE *out) {
     fputs(
         "usage: quill -m MODEL.gguf [options] [PROMPT...]\n"
@@ -132,15 +146,14 @@ static void usage(FILE *out) {
         "\n"
         "options:\n",
         out);
-    char archs[256];
+    char archs[256], types[256];
     arch_names(archs, sizeof archs);
-    fprintf(out,
-            "  -m, --model FILE       GGUF model, or its name in $QUILL_MODELS or the Hugging Face,\n"
-            "                         llama.cpp, ollama or LM Studio caches (quill list);\n"
-            "                         architectures: %s;\n"
-            "                         types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K\n"
-            "                         Q5_K Q6_K IQ4_NL IQ4_XS MXFP4\n",
-            archs);
+    qtype_compute_names(types, sizeof types);
+    fputs("  -m, --model FILE       GGUF model, or its name in $QUILL_MODELS or the Hugging Face,\n"
+          "                         llama.cpp, ollama or LM Studio caches (quill list);\n",
+          out);
+    help_words(out, "architectures:", archs, ";");
+    help_words(out, "types:", types, "");
     fputs(
         "  -f, --file FILE        read the prompt (ppl: the text) from FILE\n"
         "  -n, --n-predict N      generate at most N tokens (default -1: until EOS or the\n"
