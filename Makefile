@@ -21,7 +21,7 @@ SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(CFLAGS)
 LDLIBS  := -lm -lpthread -lpcre2-8 -ledit -lzstd -ljansson $(SAN) $(LDLIBS)
 
-LIB_SRC  = util.c signals.c mapping.c gguf.c arch.c quant.c quant_x8.c quant_avx512.c quant_avx2.c quant_generic.c threads.c cpu.c cpu_attention.c moe.c kvcache.c model.c tokenizer.c sample.c template.c jinja_lex.c jinja_parse.c jinja_value.c jinja_eval.c jinja_lib.c pcache.c lineread.c chat.c batch.c batch_record.c batch_openai.c batch_io.c spec.c textout.c modelpath.c grammar.c grammar_match.c grammar_vocab.c grammar_dfa.c json_schema.c logprobs.c reasoning.c
+LIB_SRC  = util.c signals.c mapping.c gguf.c arch.c quant.c quant_x8.c quant_avx512.c quant_avx2.c quant_generic.c threads.c cpu.c cpu_attention.c moe.c kvcache.c model.c tokenizer.c tokenizer_vocab.c sample.c template.c jinja_lex.c jinja_parse.c jinja_value.c jinja_eval.c jinja_lib.c pcache.c lineread.c chat.c batch.c batch_record.c batch_openai.c batch_io.c spec.c textout.c modelpath.c grammar.c grammar_match.c grammar_vocab.c grammar_dfa.c json_schema.c logprobs.c reasoning.c
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
