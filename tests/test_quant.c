@@ -746,7 +746,7 @@ static void mv_part(void *ctx, int i, int nth) {
         bench_mm(j->type, j->x8, j->n, j->w, j->rb, (int)r0, (int)(r1 - r0), j->xq, 0, 1, j->y + r0, 0);
 }
 
-static void bench(const char *only, int rows, int64_t n) {
+static int bench(const char *only, int rows, int64_t n) {
     static const uint32_t types[] = {Q_Q4_K, Q_Q5_K, Q_Q6_K, Q_Q8_0, Q_Q4_0, Q_Q5_0, Q_Q4_1, Q_Q5_1, Q_F16, Q_BF16, Q_F32,
                                      Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     const int ntok = 64;
@@ -758,9 +758,11 @@ static void bench(const char *only, int rows, int64_t n) {
     if (!pool) fail("cannot start %d threads", ncpu);
     printf("%-8s %14s %14s %13s %16s %16s %18s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
            "64-token GMAC/s", "quantize ns/el", "DRAM matvec, all");
+    int benched = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
         if (only && strcmp(only, qtype_get(type)->name)) continue;
+        benched++;
         const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n), mb = rb * rows;
         const int nmat = (int)(((size_t)BENCH_MIB << 20) / mb) + 1;
         uint8_t *w = xmalloc64(mb * nmat), *xq = xmalloc64(xs * ntok);
@@ -807,6 +809,8 @@ static void bench(const char *only, int rows, int64_t n) {
         free(w), free(xq), free(x), free(y);
     }
     tp_free(pool);
+    if (!benched) fail("no weight type '%s' to bench", only);
+    return benched ? 0 : 2;
 }
 
 // ------------------------------------------------------------------- dump
@@ -868,10 +872,11 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
         int rows = 8192;
         long long n = 2048;
-        if (argc > 3 && (sscanf(argv[3], "%dx%lld", &rows, &n) != 2 || rows < 64 || n < 256 || n % 256))
+        if (argc > 3 && (sscanf(argv[3], "%dx%lld", &rows, &n) != 2 || rows < 64 || n < 256 || n % 256)) {
             fail("bad shape '%s': ROWSxCOLS, rows >= 64, cols a multiple of 256", argv[3]);
-        bench(argc > 2 && strcmp(argv[2], "all") ? argv[2] : NULL, rows, n);
-        return 0;
+            return 2;
+        }
+        return bench(argc > 2 && strcmp(argv[2], "all") ? argv[2] : NULL, rows, n);
     }
     const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
     char dir[] = "/tmp/test_quant_XXXXXX";
