@@ -550,6 +550,13 @@ static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const
     tile16_fn tile16 = NULL;  // two x8 groups a call
 #if defined(Q_AVX512)
     if (s->x8 && nt > 1) tile16 = q_tiles16_avx512[wtype];
+    // One token: one group a call, its weights one stream. The prompts' kernels
+    // (two groups a call) ran one token 1.3-1.45x faster with the weights in
+    // cache (Q4_0, Q8_0, IQ4_XS), but read two streams from memory, and there
+    // the 1B decode lost (Emerald Rapids VM, 2 threads, medians of 3: Q4_0 25.7
+    // -> 22.3 tok/s, Q8_0 17.9 -> 14.2; IQ4_XS 23.9 -> 25.8); read as one
+    // stream (the two groups' blocks interleaved: an experiment) it gained
+    // nothing measurable (Q4_0 24.7 -> 24.7, Q8_0 18.1 -> 16.7, IQ4_NL 22.5 -> 25.0).
     if (s->x8 && nt == 1) tile = q_decode8_avx512[wtype];  // the same units, 8 rows a call
 #elif defined(Q_AVX2)
     if (s->x8) tile = q_tiles8_avx2[wtype];  // the same units, 8 rows a call
