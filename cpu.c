@@ -23,7 +23,6 @@
 #include "mapping.h"
 #include "moe.h"
 #include "quant.h"
-#include "quant_impl.h"
 #include "threads.h"
 #include "util.h"
 
@@ -578,19 +577,9 @@ static void fill_words(void *ctx, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) j->buf[i] = (uint64_t)i;
 }
 
-// Each 64-byte line asked for ahead as the one-token kernels ask for theirs
-// (decode_prefetch): left to the hardware prefetcher, an AVX2 build's loop
-// read a quarter less than an AVX-512 one on an Emerald Rapids VM.
 static void sum_words(void *ctx, int64_t i0, int64_t i1) {
     read_job *j = ctx;
-    uint64_t s = 0;
-    int64_t i = i0;
-    for (; i + 8 <= i1; i += 8) {
-        decode_prefetch((const uint8_t *)(j->buf + i), 64);
-        for (int k = 0; k < 8; k++) s += j->buf[i + k];
-    }
-    for (; i < i1; i++) s += j->buf[i];
-    atomic_fetch_add_explicit(&j->sum, s, memory_order_relaxed);
+    atomic_fetch_add_explicit(&j->sum, q_read_words(j->buf + i0, (size_t)(i1 - i0)), memory_order_relaxed);
 }
 
 // The memory's read bandwidth: the best of 4 passes summing 1 GiB (far more

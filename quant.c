@@ -674,6 +674,19 @@ void q_matmul_x8(uint32_t wtype, int64_t n, const void *w8, int64_t r0, int nr, 
     matmul(wtype, n, &s, nr, xq, xq_stride, nt, nt_joint, y, ldy);
 }
 
+// Left to the hardware prefetcher, an AVX2 build's loop read a quarter less
+// than an AVX-512 one on an Emerald Rapids VM.
+uint64_t q_read_words(const uint64_t *p, size_t n) {
+    uint64_t s = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        decode_prefetch((const uint8_t *)(p + i), 64);
+        for (int k = 0; k < 8; k++) s += p[i + k];
+    }
+    for (; i < n; i++) s += p[i];
+    return s;
+}
+
 const char *q_simd_name(void) {
 #if defined(Q_AVX512)
     return "avx512-vnni";

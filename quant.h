@@ -128,6 +128,12 @@ void q_x8_dequantize_row(uint32_t type, int64_t cols, const void *w8, int64_t r,
 void q_matmul_x8(uint32_t wtype, int64_t n, const void *w8, int64_t r0, int nr, const void *xq,
                  size_t xq_stride, int nt, int nt_joint, float *y, size_t ldy);
 
+// The sum of the n 8-byte words at p, read as the one-token kernels read
+// their weights (each line asked for ahead: quant_impl.h's decode_prefetch):
+// what a memory-bandwidth probe times, so that decode's share of it compares
+// like with like. Single-threaded: the caller splits the words.
+uint64_t q_read_words(const uint64_t *p, size_t n);
+
 // Which SIMD path q_matmul uses on this machine ("avx512-vnni", "avx2", "scalar").
 const char *q_simd_name(void);
 

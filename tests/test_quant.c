@@ -699,22 +699,46 @@ static void test_x8(void) {
 // last-level cache (BENCH_MIB of 8192 x 2048 matrices, visited in turn, as a
 // decode step visits a model's matrices: GB/s of weights streamed from DRAM),
 // the same on one matrix that stays in cache, a 64-token product called as
-// cpu.c does (64-row slices), and activation quantization. For reference,
-// one thread summing the same bytes (the memory's limit for one thread).
-// Best of several runs: the machine may be shared.
+// cpu.c does (64-row slices), and activation quantization. Then the decode
+// matvec on every core. Each DRAM figure has its limit beside it: the same
+// bytes summed as `quill bench`'s probe sums them (q_read_words), on one
+// thread and on every core, right after the matvec (this machine's bandwidth
+// may change from one minute to the next). Best of several runs: the machine
+// may be shared.
 #define BENCH_MIB 512
+#define READ_CHUNK ((int64_t)1 << 17)  // words a thread claims at a time: 1 MiB
 
 static double read_gbs(const uint8_t *p, size_t bytes) {
     double best = 0;
     volatile uint64_t sink = 0;
     for (int rep = 0; rep < 3; rep++) {
-        uint64_t s = 0;
         const double t0 = now_sec();
-        for (size_t i = 0; i < bytes; i += 8) { uint64_t v; memcpy(&v, p + i, 8); s += v; }
-        sink += s;
+        sink += q_read_words((const uint64_t *)p, bytes / 8);
         best = fmax(best, bytes / (now_sec() - t0) / 1e9);
     }
     return best;
+}
+
+// The same on every thread of the pool, one pass.
+typedef struct {
+    const uint64_t *p;
+    int64_t n;
+    atomic_int_fast64_t next;
+    _Atomic uint64_t sum;
+} read_job;
+
+static void read_part(void *ctx, int i, int nth) {
+    (void)i;
+    read_job *j = ctx;
+    for (int64_t w0, w1 = 0; (w0 = tp_claim(&j->next, j->n, READ_CHUNK, READ_CHUNK, nth, &w1)) < j->n;)
+        atomic_fetch_add(&j->sum, q_read_words(j->p + w0, (size_t)(w1 - w0)));
+}
+
+static double read_all_gbs(tpool *pool, const uint8_t *p, size_t bytes) {
+    read_job j = {(const uint64_t *)p, (int64_t)(bytes / 8), 0, 0};
+    const double t0 = now_sec();
+    tp_run(pool, read_part, &j);
+    return bytes / (now_sec() - t0) / 1e9;
 }
 
 // Rows [r0, r0 + nr) of the matrix at w against nt tokens (all joint), as
@@ -751,18 +775,25 @@ static int bench(const char *only, int rows, int64_t n) {
                                      Q_Q2_K, Q_Q3_K, Q_IQ4_NL, Q_IQ4_XS, Q_MXFP4};
     const int ntok = 64;
     rng_t r = {42};
-    printf("q_matmul, one thread, %s; weights %d x %lld (%d MiB of them for DRAM); best of 3\n", q_simd_name(), rows,
-           (long long)n, BENCH_MIB);
+    size_t known = 0;
+    while (only && known < sizeof types / sizeof types[0] && strcmp(only, qtype_get(types[known])->name)) known++;
+    if (known == sizeof types / sizeof types[0]) {
+        fprintf(stderr, "test_quant: no weight type '%s' to bench\n", only);
+        return 2;
+    }
     const int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
     tpool *pool = tp_create(ncpu);
-    if (!pool) fail("cannot start %d threads", ncpu);
-    printf("%-8s %14s %14s %13s %16s %16s %18s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
-           "64-token GMAC/s", "quantize ns/el", "DRAM matvec, all");
-    int benched = 0;
+    if (!pool) {
+        fprintf(stderr, "test_quant: cannot start %d threads\n", ncpu);
+        return 2;
+    }
+    printf("q_matmul, %s; weights %d x %lld (%d MiB of them for DRAM); one thread, \"all\": %d; best of 3\n",
+           q_simd_name(), rows, (long long)n, BENCH_MIB, ncpu);
+    printf("%-8s %14s %14s %13s %16s %16s %18s %16s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
+           "64-token GMAC/s", "quantize ns/el", "DRAM matvec, all", "DRAM read, all");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
         if (only && strcmp(only, qtype_get(type)->name)) continue;
-        benched++;
         const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n), mb = rb * rows;
         const int nmat = (int)(((size_t)BENCH_MIB << 20) / mb) + 1;
         uint8_t *w = xmalloc64(mb * nmat), *xq = xmalloc64(xs * ntok);
@@ -794,23 +825,23 @@ static int bench(const char *only, int rows, int64_t n) {
             for (int r0 = 0; r0 < rows; r0 += 64) bench_mm(type, x8, n, w, rb, r0, 64, xq, xs, ntok, y + r0, rows);
             bestt = fmin(bestt, now_sec() - t0);
         }
-        double bestp = 1e9;
-        for (int rep = 0; rep < 3 && pool; rep++) {
+        double bestp = 1e9, best_read = 0;
+        for (int rep = 0; rep < 3; rep++) {
             const double t0 = now_sec();
             for (int m = 0; m < nmat; m++) {
                 mv_job j = {type, x8, n, w + m * mb, xq, rb, rows, y, 0};
                 tp_run(pool, mv_part, &j);
             }
             bestp = fmin(bestp, (now_sec() - t0) / nmat);
+            best_read = fmax(best_read, read_all_gbs(pool, w, mb * nmat));
         }
-        printf("%-5s%-3s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f %13.1f GB/s\n", qtype_get(type)->name, x8 ? " x8" : "",
-               mb / bestd / 1e9, read_gbs(w, mb * nmat), mb / bestc / 1e9, (double)n * rows * ntok / bestt / 1e9,
-               bestq / (n * ntok) * 1e9, mb / bestp / 1e9);
+        printf("%-5s%-3s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f %13.1f GB/s %11.1f GB/s\n", qtype_get(type)->name,
+               x8 ? " x8" : "", mb / bestd / 1e9, read_gbs(w, mb * nmat), mb / bestc / 1e9,
+               (double)n * rows * ntok / bestt / 1e9, bestq / (n * ntok) * 1e9, mb / bestp / 1e9, best_read);
         free(w), free(xq), free(x), free(y);
     }
     tp_free(pool);
-    if (!benched) fail("no weight type '%s' to bench", only);
-    return benched ? 0 : 2;
+    return 0;
 }
 
 // ------------------------------------------------------------------- dump
