@@ -9,6 +9,7 @@
 // decode (token, slice, range of keys) items whose states it then merges.
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,35 +96,6 @@ static void cpu_release(backend *b, void *p) { (void)b; free(p); }
 static size_t cpu_mem_available(backend *b) { (void)b; return mem_available(); }
 static void cpu_copy(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
 
-// A parallel loop over items [0, total), claimed in chunks as threads go (tp_claim).
-typedef struct {
-    atomic_int_fast64_t next;
-    int64_t total, min, align;
-    void (*body)(void *ctx, int64_t i0, int64_t i1);
-    void *ctx;
-} par_loop;
-
-static void par_loop_thread(void *ctx, int ith, int nth) {
-    (void)ith;
-    par_loop *l = ctx;
-    for (int64_t i, e = 0; (i = tp_claim(&l->next, l->total, l->min, l->align, nth, &e)) < l->total;)
-        l->body(l->ctx, i, e);
-}
-
-// body(ctx, i0, i1) over [0, total) in chunks of at least `min` items, a
-// multiple of `align` (a power of 2); on the calling thread alone when total
-// is at most `min`.
-static void par_for(backend *b, int64_t total, int64_t min, int64_t align, void (*body)(void *, int64_t, int64_t),
-                    void *ctx) {
-    if (total <= min || b->n_threads == 1) {
-        if (total > 0) body(ctx, 0, total);
-        return;
-    }
-    par_loop l = {.total = total, .min = min, .align = align, .body = body, .ctx = ctx};
-    atomic_init(&l.next, 0);
-    tp_run(b->pool, par_loop_thread, &l);
-}
-
 typedef struct {
     const qmat *w;
     void *copy;
@@ -155,7 +127,7 @@ static int cpu_upload(backend *b, qmat *w, char *err) {
     void *copy = a->base + a->used;
     a->used += bytes;
     x8_job j = {w, copy};
-    par_for(b, (w->rows + 7) / 8, 64, 1, x8_pack_groups, &j);
+    tp_for(b->pool, (w->rows + 7) / 8, 64, 1, x8_pack_groups, &j);
     w->data = copy;
     w->x8 = 1;
     return 0;
@@ -198,13 +170,13 @@ static void rmsnorm_rows(void *ctx, int64_t i0, int64_t i1) {
 static void cpu_rmsnorm(backend *b, float *out, const float *x, const qmat *w, int n, int dim,
                         float eps) {
     rmsnorm_job j = {out, x, w->data, dim, eps, NULL, NULL};
-    par_for(b, n, 8, 1, rmsnorm_rows, &j);
+    tp_for(b->pool, n, 8, 1, rmsnorm_rows, &j);
 }
 
 static void cpu_add_rmsnorm(backend *b, float *out, float *x, const float *d, const qmat *w, int n, int dim,
                             float eps) {
     rmsnorm_job j = {out, x, w->data, dim, eps, x, d};
-    par_for(b, n, 8, 1, rmsnorm_rows, &j);
+    tp_for(b->pool, n, 8, 1, rmsnorm_rows, &j);
 }
 
 // Token tile and row chunk: in a prefill, a chunk of MM_ROW_TILE rows (≈ 64
@@ -298,9 +270,9 @@ static void matmul_section(backend *b, float *const y[], const qmat *const w[], 
     uint8_t *xq = scratch(b, SCR_ACT, bytes);
     for (int i = 0; i < k; i++) {
         s.j[i] = (matmul_job){y[i], w[i], x, xq + at[i], arow[i], n, n_joint};
-        if (own[i]) par_for(b, n, 4, 1, quantize_rows, &s.j[i]);
+        if (own[i]) tp_for(b->pool, n, 4, 1, quantize_rows, &s.j[i]);
     }
-    par_for(b, s.first[k], chunk, matmul_align(n), matmul_set_rows, &s);
+    tp_for(b->pool, s.first[k], chunk, matmul_align(n), matmul_set_rows, &s);
 }
 
 static void cpu_matmul(backend *b, float *y, const qmat *w, const float *x, int n, int n_joint) {
@@ -346,7 +318,7 @@ static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, int n, int64_t cols) {
     swiglu_job j = {out, gate, up};
-    par_for(b, (int64_t)n * cols, 16384, 64, swiglu_range, &j);
+    tp_for(b->pool, (int64_t)n * cols, 2048, 64, swiglu_range, &j);
 }
 
 // ---- mixture of experts ---------------------------------------------------------
@@ -367,7 +339,7 @@ static void moe_route_range(void *ctx, int64_t i0, int64_t i1) {
 static void cpu_moe_route(backend *b, int32_t *ids, float *w, const float *logits, int n, int n_exp, int k,
                           int gating) {
     moe_route_job j = {ids, w, logits, n_exp, k, gating};
-    par_for(b, n, 16, 1, moe_route_range, &j);
+    tp_for(b->pool, n, 16, 1, moe_route_range, &j);
 }
 
 static void cpu_moe_group(backend *b, const moe_map *mp, const int32_t *ids) {
@@ -420,7 +392,7 @@ static void moe_matmul1(backend *b, float *y, const qmat *w, const qmat *bias, c
     const size_t arow = q_act_row_bytes(w->type, w->cols);
     moe_mm_job j = {y, w, bias, x, by_token, mp, scratch(b, SCR_ACT, arow * (size_t)mp->n_rows), arow,
                     w->rows / mp->n_exp, MM_ROW_TILE, 0};
-    par_for(b, mp->n_rows, 4, 1, moe_quantize_rows, &j);
+    tp_for(b->pool, mp->n_rows, 4, 1, moe_quantize_rows, &j);
     int active = 0;
     while (active < mp->n_exp && mp->active[active] >= 0) active++;
     if (mp->n_rows <= mp->n_exp) {  // decode-sized: rows stream once, in chunks of >= 16 rows and 32 KiB
@@ -429,7 +401,7 @@ static void moe_matmul1(backend *b, float *y, const qmat *w, const qmat *bias, c
     }
     if (j.chunk > j.per_exp) j.chunk = j.per_exp;
     j.chunks = (j.per_exp + j.chunk - 1) / j.chunk;
-    par_for(b, active * j.chunks, 1, 1, moe_matmul_items, &j);
+    tp_for(b->pool, active * j.chunks, 1, 1, moe_matmul_items, &j);
 }
 
 static void cpu_moe_matmul(backend *b, float *const y[], const qmat *const w[], const qmat *const bias[], int k,
@@ -451,7 +423,7 @@ static void moe_combine_range(void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_moe_combine(backend *b, float *out, const float *y, const float *w, const moe_map *mp, int dim) {
     moe_combine_job j = {out, y, w, mp, dim};
-    par_for(b, mp->n_rows / mp->k, 16, 1, moe_combine_range, &j);
+    tp_for(b->pool, mp->n_rows / mp->k, 16, 1, moe_combine_range, &j);
 }
 
 typedef struct {
@@ -468,7 +440,7 @@ static void swiglu_oai_range(void *ctx, int64_t i0, int64_t i1) {
 static void cpu_swiglu_oai(backend *b, float *out, const float *gate, const float *up, size_t len, float alpha,
                            float limit) {
     swiglu_oai_job j = {out, gate, up, alpha, limit};
-    par_for(b, (int64_t)len, 16384, 64, swiglu_oai_range, &j);
+    tp_for(b->pool, (int64_t)len, 2048, 64, swiglu_oai_range, &j);
 }
 
 // gelu(x) by the tanh approximation, of x rounded to fp16 and rounded to
@@ -503,7 +475,7 @@ static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_geglu(backend *b, float *out, const float *gate, const float *up, size_t len) {
     swiglu_job j = {out, gate, up};
-    par_for(b, (int64_t)len, 16384, 64, geglu_range, &j);
+    tp_for(b->pool, (int64_t)len, 2048, 64, geglu_range, &j);
 }
 
 static void cpu_scale(backend *b, float *x, float s, size_t len) {
@@ -562,8 +534,8 @@ static void cpu_attention(backend *b, float *out, const float *q, const void *kp
     attention_job j = {out, q, kpool, vpool, fb, n_heads, n_kv_heads, head_dim, kv_type, ac, NULL};
     const size_t split = attention_split_bytes(&j, b->n_threads);
     if (split) j.part = scratch(b, SCR_ATT, split);  // out of memory: not split, the same bits
-    par_for(b, attention_items_count(&j), 1, 1, attention_items, &j);
-    if (j.part) par_for(b, attention_merge_count(&j), 1, 1, attention_merge, &j);
+    tp_for(b->pool, attention_items_count(&j), 1, 1, attention_items, &j);
+    if (j.part) tp_for(b->pool, attention_merge_count(&j), 1, 1, attention_merge, &j);
 }
 
 typedef struct {
@@ -591,11 +563,11 @@ static int cpu_roofline(backend *b, double *mem_bw, double *gemm_flops, char *er
     read_job j = {.n = (size_t)1 << 27};
     if (!(j.buf = map_anon(j.n * sizeof *j.buf))) return errf(err, "out of memory for the bandwidth test (1 GiB)");
     const int64_t chunk = 1 << 17;  // 1 MiB
-    par_for(b, (int64_t)j.n, chunk, chunk, fill_words, &j);
+    tp_for(b->pool, (int64_t)j.n, chunk, chunk, fill_words, &j);
     double best = 0;
     for (int rep = 0; rep < 4; rep++) {
         const double t = now_sec();
-        par_for(b, (int64_t)j.n, chunk, chunk, sum_words, &j);
+        tp_for(b->pool, (int64_t)j.n, chunk, chunk, sum_words, &j);
         const double dt = now_sec() - t;
         if (j.n * sizeof *j.buf / dt > best) best = j.n * sizeof *j.buf / dt;
     }

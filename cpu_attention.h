@@ -26,11 +26,11 @@ typedef struct {
 // scratch (job.part) the split takes for a pool of n_threads, 0 where the
 // pass does not split.
 size_t attention_split_bytes(const attention_job *j, int n_threads);
-// Work items of the pass: attention_items' range [0, count) for par_for.
+// Work items of the pass: attention_items' range [0, count) for tp_for.
 int64_t attention_items_count(const attention_job *j);
 void attention_items(void *job, int64_t i0, int64_t i1);
 // Split mode, after attention_items: merges the states into out, items
-// [0, attention_merge_count) for par_for.
+// [0, attention_merge_count) for tp_for.
 int64_t attention_merge_count(const attention_job *j);
 void attention_merge(void *job, int64_t i0, int64_t i1);
 

@@ -14,6 +14,7 @@
 // match bit for bit on every path (SIMD or scalar, one token or a tile).
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -722,22 +723,18 @@ static double read_gbs(const uint8_t *p, size_t bytes) {
 // The same on every thread of the pool, one pass.
 typedef struct {
     const uint64_t *p;
-    int64_t n;
-    atomic_int_fast64_t next;
     _Atomic uint64_t sum;
 } read_job;
 
-static void read_part(void *ctx, int i, int nth) {
-    (void)i;
+static void read_part(void *ctx, int64_t w0, int64_t w1) {
     read_job *j = ctx;
-    for (int64_t w0, w1 = 0; (w0 = tp_claim(&j->next, j->n, READ_CHUNK, READ_CHUNK, nth, &w1)) < j->n;)
-        atomic_fetch_add(&j->sum, q_read_words(j->p + w0, (size_t)(w1 - w0)));
+    atomic_fetch_add(&j->sum, q_read_words(j->p + w0, (size_t)(w1 - w0)));
 }
 
 static double read_all_gbs(tpool *pool, const uint8_t *p, size_t bytes) {
-    read_job j = {(const uint64_t *)p, (int64_t)(bytes / 8), 0, 0};
+    read_job j = {(const uint64_t *)p, 0};
     const double t0 = now_sec();
-    tp_run(pool, read_part, &j);
+    tp_for(pool, (int64_t)(bytes / 8), READ_CHUNK, READ_CHUNK, read_part, &j);
     return bytes / (now_sec() - t0) / 1e9;
 }
 
@@ -751,23 +748,19 @@ static void bench_mm(uint32_t type, int x8, int64_t n, const uint8_t *w, size_t 
 }
 
 // The decode matvec as cpu.c runs it on all cores: each matrix's rows
-// claimed by the pool's threads as they go, 16 at a time or more.
+// claimed by the pool's threads as they go (tp_for), 16 at a time or more.
 typedef struct {
     uint32_t type;
     int x8;
     int64_t n;
     const uint8_t *w, *xq;
     size_t rb;
-    int rows;
     float *y;
-    atomic_int_fast64_t next;
 } mv_job;
 
-static void mv_part(void *ctx, int i, int nth) {
-    (void)i;
-    mv_job *j = ctx;
-    for (int64_t r0, r1 = 0; (r0 = tp_claim(&j->next, j->rows, 16, 16, nth, &r1)) < j->rows;)
-        bench_mm(j->type, j->x8, j->n, j->w, j->rb, (int)r0, (int)(r1 - r0), j->xq, 0, 1, j->y + r0, 0);
+static void mv_part(void *ctx, int64_t r0, int64_t r1) {
+    const mv_job *j = ctx;
+    bench_mm(j->type, j->x8, j->n, j->w, j->rb, (int)r0, (int)(r1 - r0), j->xq, 0, 1, j->y + r0, 0);
 }
 
 static int bench(const char *only, int rows, int64_t n) {
@@ -829,8 +822,8 @@ static int bench(const char *only, int rows, int64_t n) {
         for (int rep = 0; rep < 3; rep++) {
             const double t0 = now_sec();
             for (int m = 0; m < nmat; m++) {
-                mv_job j = {type, x8, n, w + m * mb, xq, rb, rows, y, 0};
-                tp_run(pool, mv_part, &j);
+                mv_job j = {type, x8, n, w + m * mb, xq, rb, y};
+                tp_for(pool, rows, 16, 16, mv_part, &j);
             }
             bestp = fmin(bestp, (now_sec() - t0) / nmat);
             best_read = fmax(best_read, read_all_gbs(pool, w, mb * nmat));
