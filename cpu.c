@@ -308,12 +308,54 @@ typedef struct {
     const float *gate, *up;
 } swiglu_job;
 
+static float f32_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// silu(g) = g / (1 + e^-g) without a call into libm, so that the loop below vectorizes (glibc's
+// expf costs 3-9 ns a value: ~25 µs in each layer of a 1B model's decode step, against ~5 µs here).
+// e^-|g| by Cody-Waite reduction and Cephes' degree-5 polynomial (within 2.3e-7 of expf for
+// |g| < 87; from 87 on, and for NaN, it is taken as 0: silu is then g or -0, and NaN stays
+// NaN), then σ(g) = 1/(1 + e^-g) for g ≥ 0 and e^g/(1 + e^g) for g < 0. Branch-free and
+// contraction-free, so the AVX-512, AVX2 and portable builds compute the same bits.
+static float silu_f32(float g) {
+    uint32_t gb;
+    memcpy(&gb, &g, sizeof gb);
+    const uint32_t ab = gb & 0x7fffffffu, keep = ab < 0x42ae0000u ? ~0u : 0;  // |g| < 87.0f
+    const float x = -f32_of(ab & keep);
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; // round(x / ln 2)
+    float f = x - n * 0.693359375f;
+    f = f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * f + 1.3981999507e-3f;
+    p = p * f + 8.3334519073e-3f;
+    p = p * f + 4.1665795894e-2f;
+    p = p * f + 1.6666665459e-1f;
+    p = p * f + 5.0000001201e-1f;
+    const float e = (p * (f * f) + f + 1.0f) * f32_of((uint32_t)((int32_t)n + 127) << 23); // e^-|g|
+    const uint32_t neg = (uint32_t)((int32_t)gb >> 31);
+    uint32_t tb;
+    memcpy(&tb, &e, sizeof tb);
+    tb &= keep;
+    const float t = f32_of(tb);
+    const float num = f32_of((tb & neg) | (0x3f800000u & ~neg)); // g < 0 ? t : 1
+    return g * (num / (1.0f + t));
+}
+
 static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
     const swiglu_job *j = ctx;
-    for (int64_t i = i0; i < i1; i++) {
-        float g = j->gate[i];
-        j->out[i] = g / (1.0f + expf(-g)) * j->up[i];
+    // out may be gate itself: a block goes through a local array, so no alias check stops gcc
+    // from vectorizing
+    enum { BLOCK = 16 };
+    int64_t i = i0;
+    for (; i + BLOCK <= i1; i += BLOCK) {
+        float r[BLOCK];
+        for (int k = 0; k < BLOCK; k++) r[k] = silu_f32(j->gate[i + k]) * j->up[i + k];
+        memcpy(j->out + i, r, sizeof r);
     }
+    for (; i < i1; i++) j->out[i] = silu_f32(j->gate[i]) * j->up[i];
 }
 
 static void cpu_swiglu(backend *b, float *out, const float *gate, const float *up, int n, int64_t cols) {

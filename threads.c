@@ -19,8 +19,8 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>

@@ -47,7 +47,7 @@ fi
 for f in "${flavours[@]}"; do
     name=${f%%:*}
     # shellcheck disable=SC2086  # the flags are words
-    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/tq_$name" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread ||
+    if ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/tq_$name" tests/test_quant.c mapping.c quant*.c threads.c util.c -lm -lpthread ||
         ! $CC ${f#*:} $san -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -o "$tmp/ta_$name" tests/test_attention.c cpu_attention.c quant*.c threads.c util.c -lm -lpthread; then
         echo "FAIL could not compile the $name copies of test_quant and test_attention"
         fail=1
@@ -82,7 +82,7 @@ done
 # this build's quill too, where it copies weights (not a build without SIMD kernels)
 [ -n "$(x8_copied "$QUILL")" ] && x8_copies "$QUILL" "this build's quill"
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
-    if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c quant*.c threads.c util.c -lm -lpthread &&
+    if aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$tmp/tq_arm" tests/test_quant.c mapping.c quant*.c threads.c util.c -lm -lpthread &&
         qemu-aarch64 -L /usr/aarch64-linux-gnu "$tmp/tq_arm" --dump >"$tmp/arm.txt"; then
         check "aarch64 copy, under qemu ($(head -1 "$tmp/arm.txt")): the same bits as this build" \
             cmp -s <(tail -n +2 "$tmp/this.txt") <(tail -n +2 "$tmp/arm.txt")

@@ -1062,6 +1062,38 @@ static void test_moe_graph(ctx *x, rng_t *r) {
     moe_w_free(x, &w);
 }
 
+// silu(g)·u against float64, each value within 1e-6 of the reference (relative;
+// cpu.c's silu is a polynomial, not libm's expf): gaussian g, then g where the
+// exponent's range ends (|g| near 87, where cpu.c clamps, and far beyond) and
+// tiny ones; a length that is no multiple of a vector; out == gate.
+static void test_swiglu(ctx *x, rng_t *r) {
+    static const float edge[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-7f, -1e-7f, 0.5f, -0.5f, 10, -10, 20, -20, 30, -30, 80,
+                                 -80, 86.9f, -86.9f, 87, -87, 87.1f, -87.1f, 88, -88, 89, -89, 100, -100, 1e4f, -1e4f,
+                                 1e30f, -1e30f};
+    const size_t len = 100003, n_edge = sizeof edge / sizeof *edge;
+    float *g = xmalloc(4 * len), *u = xmalloc(4 * len), *o = xmalloc(4 * len);
+    for (size_t i = 0; i < len; i++) g[i] = i < n_edge ? edge[i] : gauss(r) * 6, u[i] = gauss(r);
+    float *dg = dev_copy(x, g, 4 * len), *du = dev_copy(x, u, 4 * len);
+    memcpy(o, g, 4 * len);
+    x->C->swiglu(x->cb, o, o, u, 1, (int64_t)len);
+    x->G->swiglu(x->gb, dg, dg, du, 1, (int64_t)len);
+    float *got = host_copy(x, dg, 4 * len);
+    double worst_c = 0, worst_g = 0;
+    size_t at_c = 0, at_g = 0;
+    for (size_t i = 0; i < len; i++) {
+        const double want = g[i] / (1 + exp(-(double)g[i])) * u[i], tol = 1e-6 * fabs(want) + 1e-30;
+        const double ec = fabs(o[i] - want) / tol, eg = fabs(got[i] - want) / tol;
+        if (!(ec <= worst_c)) worst_c = ec, at_c = i;  // NaN counts as the worst
+        if (!(eg <= worst_g)) worst_g = eg, at_g = i;
+    }
+    if (gpu_ok(x, "swiglu"))
+        check(worst_c <= 1 && worst_g <= 1,
+              "swiglu over %zu vs float64: worst error %.2g of the tolerance at g = %g (cpu), %.2g at g = %g (device)", len,
+              worst_c, g[at_c], worst_g, g[at_g]);
+    x->G->release(x->gb, dg), x->G->release(x->gb, du);
+    free(g), free(u), free(o), free(got);
+}
+
 static void test_swiglu_oai(ctx *x, rng_t *r) {
     const size_t len = 100003;
     float *g = xmalloc(4 * len), *u = xmalloc(4 * len), *o = xmalloc(4 * len);
@@ -1096,6 +1128,7 @@ static void test_moe(ctx *x, rng_t *r) {
     };
     const int n_cases = x->quick ? 2 : (int)(sizeof all / sizeof *all);
     for (int i = 0; i < n_cases; i++) test_moe_case(x, r, &all[i]);
+    test_swiglu(x, r);
     test_swiglu_oai(x, r);
     test_moe_graph(x, r);
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mapping.h"
 #include "quant.h"
 #include "threads.h"
 #include "util.h"
@@ -31,6 +32,19 @@
 // 64-byte aligned (SIMD rows), or exit 2.
 static void *xmalloc64(size_t n) {
     void *p = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+// n bytes in 2 MiB pages where the system has them, as the CPU backend keeps
+// its weight copies and as `quill bench`'s probe reads them, or exit 2. In
+// 4 KiB pages the read slows more than the matvec does (on an Emerald Rapids
+// VM: read-all 20-21 GB/s against 23-25), and their ratio flattered the matvec.
+static void *xmap_huge(size_t n) {
+    void *p = map_anon(n);
     if (!p) {
         fprintf(stderr, "out of memory\n");
         exit(2);
@@ -707,7 +721,7 @@ static void test_x8(void) {
 // may change from one minute to the next). Best of several runs: the machine
 // may be shared.
 #define BENCH_MIB 512
-#define READ_CHUNK ((int64_t)1 << 17)  // words a thread claims at a time: 1 MiB
+#define READ_CHUNK ((int64_t)1 << 17)  // the fewest words a thread claims: 1 MiB
 
 static double read_gbs(const uint8_t *p, size_t bytes) {
     double best = 0;
@@ -789,14 +803,14 @@ static int bench(const char *only, int rows, int64_t n) {
         if (only && strcmp(only, qtype_get(type)->name)) continue;
         const size_t rb = qtype_row_bytes(type, n), xs = q_act_row_bytes(type, n), mb = rb * rows;
         const int nmat = (int)(((size_t)BENCH_MIB << 20) / mb) + 1;
-        uint8_t *w = xmalloc64(mb * nmat), *xq = xmalloc64(xs * ntok);
+        uint8_t *w = xmap_huge(mb * nmat), *xq = xmalloc64(xs * ntok);
         float *x = xmalloc64(sizeof(float) * n * ntok), *y = xmalloc64(sizeof(float) * rows * ntok);
         for (int i = 0; i < rows; i++) random_row(&r, type, w + i * rb, n);
         const int x8 = q_x8_wanted(type);  // the matrices as the CPU backend keeps them
         if (x8) {
-            uint8_t *w8 = xmalloc64(mb * nmat);
+            uint8_t *w8 = xmap_huge(mb * nmat);
             q_x8_pack(type, n, rows, 0, rows / 8, w, w8);
-            free(w);
+            map_anon_free(w, mb * nmat);
             w = w8;
         }
         for (int m = 1; m < nmat; m++) memcpy(w + m * mb, w, mb);
@@ -831,7 +845,7 @@ static int bench(const char *only, int rows, int64_t n) {
         printf("%-5s%-3s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f %13.1f GB/s %11.1f GB/s\n", qtype_get(type)->name,
                x8 ? " x8" : "", mb / bestd / 1e9, read_gbs(w, mb * nmat), mb / bestc / 1e9,
                (double)n * rows * ntok / bestt / 1e9, bestq / (n * ntok) * 1e9, mb / bestp / 1e9, best_read);
-        free(w), free(xq), free(x), free(y);
+        map_anon_free(w, mb * nmat), free(xq), free(x), free(y);
     }
     tp_free(pool);
     return 0;
