@@ -459,14 +459,14 @@ ALWAYS_INLINE void unit_decode8(uint32_t type, const uint8_t *g8, int64_t n, int
                 i[e] = _mm512_add_epi32(s0, s1);
             }
             __m512i iv = fold2(i[0], i[1]);
-            if (!has_m) iv = _mm512_add_epi32(iv, lanes2(cw, L, cw, L + 1));
+            if (!has_m) iv = _mm512_add_epi32(iv, lanes1(cw, L, L + 1));
             const __mmask16 k = two ? 0xffff : 0x00ff;
             const __m512 dd = _mm512_maskz_mul_ps(k, unit_d512(type, b0, (int)(k0 % 8), b1, (int)(k1 % 8)),
-                                                  _mm512_castsi512_ps(lanes2(dxw, L, dxw, L + 1)));
+                                                  _mm512_castsi512_ps(lanes1(dxw, L, L + 1)));
             acc[L / 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv), dd, acc[L / 2]);
             if (has_m)
                 acc[L / 2] = _mm512_fmadd_ps(_mm512_maskz_mov_ps(k, x8_pair_halves(b0 + X8_AT(block_q4_1, m), b1 + X8_AT(block_q4_1, m))),
-                                             _mm512_castsi512_ps(lanes2(W, L, W, L + 1)), acc[L / 2]);
+                                             _mm512_castsi512_ps(lanes1(W, L, L + 1)), acc[L / 2]);
         }
     }
     reduce16_pairs8(acc, out);
@@ -550,7 +550,7 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
             __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], lanes2(xv[0], j + 1, xv[1], j + 1));
             i0 = _mm512_dpbusd_epi32(i0, q[1], lanes2(xv[2], j, xv[3], j));
             i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
-            const __m512i c = lanes2(cv, j, cv, j + 1);
+            const __m512i c = lanes1(cv, j, j + 1);
             __m512i iv = fold2(i0, i1);
             if (type == Q_Q6_K) {
                 iv = _mm512_add_epi32(iv, c);

@@ -29,9 +29,8 @@
 #define PY "/usr/bin/python3"
 
 
-// 64-byte aligned (SIMD rows), or exit 2.
-static void *xmalloc64(size_t n) {
-    void *p = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+// p, or "out of memory" and exit 2.
+static void *need(void *p) {
     if (!p) {
         fprintf(stderr, "out of memory\n");
         exit(2);
@@ -39,18 +38,14 @@ static void *xmalloc64(size_t n) {
     return p;
 }
 
+// 64-byte aligned (SIMD rows), or exit 2.
+static void *xmalloc64(size_t n) { return need(aligned_alloc(64, (n + 63) / 64 * 64 + 64)); }
+
 // n bytes in 2 MiB pages where the system has them, as the CPU backend keeps
 // its weight copies and as `quill bench`'s probe reads them, or exit 2. In
 // 4 KiB pages the read slows more than the matvec does (on an Emerald Rapids
 // VM: read-all 20-21 GB/s against 23-25), and their ratio flattered the matvec.
-static void *xmap_huge(size_t n) {
-    void *p = map_anon(n);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
+static void *xmap_huge(size_t n) { return need(map_anon(n)); }
 
 static void *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
