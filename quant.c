@@ -557,6 +557,9 @@ static void matmul_units(uint32_t wtype, int64_t n, const wsrc *s, int nr, const
     // -> 22.3 tok/s, Q8_0 17.9 -> 14.2; IQ4_XS 23.9 -> 25.8); read as one
     // stream (the two groups' blocks interleaved: an experiment) it gained
     // nothing measurable (Q4_0 24.7 -> 24.7, Q8_0 18.1 -> 16.7, IQ4_NL 22.5 -> 25.0).
+    // Given the next two groups' lines ahead as it goes (the prompts' `next`),
+    // the two-group kernel decoded as fast as this, no faster (2026-11-29, 4
+    // rounds: Q4_0 26.4 -> 26.0, Q8_0 17.6 -> 18.4).
     if (s->x8 && nt == 1) tile = q_decode8_avx512[wtype];  // the same units, 8 rows a call
 #elif defined(Q_AVX2)
     if (s->x8) tile = q_tiles8_avx2[wtype];  // the same units, 8 rows a call
