@@ -76,9 +76,6 @@ void qtype_compute_names(char *buf, size_t len) {
 // Half and bfloat16 conversions
 // ---------------------------------------------------------------------------
 
-static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
 float fp16_to_f32(uint16_t h) {
 #if defined(__F16C__)
     return _cvtsh_ss(h);

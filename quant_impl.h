@@ -13,6 +13,7 @@
 #define QUILL_QUANT_IMPL_H
 
 #include "quant.h"
+#include "util.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -109,10 +110,7 @@ static const int8_t MXFP4_VALUES[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, 
 
 // 2^(e - 128), MXFP4's scale (subnormal for e < 2).
 static inline float e8m0_half(uint8_t e) {
-    const uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
 }
 
 static inline uint32_t load_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }

@@ -324,8 +324,7 @@ typedef struct {
 // Maps a score (not NaN, not -0) to a uint32 with the same order, so heap keys
 // compare as integers: flip all bits of negatives, set the sign bit of positives.
 static uint32_t score_rank(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
+    const uint32_t u = f32_bits(f);
     return u & 0x80000000u ? ~u : u | 0x80000000u;
 }
 

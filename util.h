@@ -8,12 +8,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define ERR_LEN 512  // size of every error buffer passed as `char *err`
 
 // Formats a message into err (printf-style) and returns -1, so a failure
 // path reads `return errf(err, "tensor %s: expected %d dims, got %d", ...)`.
 int errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// A float's bits and back (the same 32 bits, no conversion).
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 // Overflow-checked size arithmetic: return 0 and set *out, or -1 on overflow.
 static inline int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
