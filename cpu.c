@@ -27,15 +27,16 @@
 #include "threads.h"
 #include "util.h"
 
-// Memory for the weights' interleaved copies, taken in order from fresh
-// anonymous memory in 2 MiB pages (map_anon): from aligned_alloc, a quarter
-// of the 1B Q4_K_M's copies came back in 4 KiB pages (memory malloc had
-// touched before), a TLB miss every 4 KiB of a decode's stream.
+// Fresh anonymous memory in 2 MiB pages (map_anon), `used` bytes of it
+// taken. The weights' interleaved copies are taken in order from arenas of
+// X8_ARENA bytes: from aligned_alloc, a quarter of the 1B Q4_K_M's copies
+// came back in 4 KiB pages (memory malloc had touched before), a TLB miss
+// every 4 KiB of a decode's stream.
 #define X8_ARENA ((size_t)256 << 20)
 typedef struct {
     uint8_t *base;
     size_t size, used;
-} x8_arena;
+} anon_block;
 
 // Scratch buffers that grow on demand; never shrink until free.
 enum { SCR_ACT, SCR_ATT, SCR_COUNT };  // activations' q8 copies; attention's split states
@@ -45,8 +46,10 @@ struct backend {
     tpool *pool;
     void *scr[SCR_COUNT];
     size_t scr_cap[SCR_COUNT];
-    x8_arena *x8;    // [n_x8] where the weights' interleaved copies live (cpu_upload), freed with the backend
+    anon_block *x8;  // [n_x8] where the weights' interleaved copies live (cpu_upload), freed with the backend
     size_t n_x8;
+    anon_block *big; // [n_big] what cpu_alloc took from map_anon and cpu_release has not given back
+    size_t n_big;
     char desc[96];
 };
 
@@ -80,19 +83,38 @@ static void cpu_free(backend *b) {
     for (int i = 0; i < SCR_COUNT; i++) free(b->scr[i]);
     for (size_t i = 0; i < b->n_x8; i++) map_anon_free(b->x8[i].base, b->x8[i].size);
     free(b->x8);
+    for (size_t i = 0; i < b->n_big; i++) map_anon_free(b->big[i].base, b->big[i].size);
+    free(b->big);
     free(b);
 }
 
 static const char *cpu_describe(backend *b) { return b->desc; }
-// Large allocations (the KV cache) in 2 MiB pages where the kernel gives
-// them: decode reads the cache on every step, as it reads the weights.
+// Allocations of 2 MiB or more (the KV cache, the activations) from
+// map_anon, whole in 2 MiB pages where the kernel gives them: a decode step
+// reads the slice of each KV row that a thread's heads need, rows 1 KiB or
+// more apart, and in 4 KiB pages (calloc's; the cache was a pool of 1.2 MB
+// for each layer, K and V) a TLB miss every few rows: at 1,000 positions
+// the 1B's decode spent ~10% more time in attention (perf samples, Emerald
+// Rapids VM).
 static void *cpu_alloc(backend *b, size_t bytes) {
-    (void)b;
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (p && bytes >= ((size_t)8 << 20)) map_advise_huge(p, bytes);
+    if (bytes < HUGE_PAGE) return calloc(1, bytes ? bytes : 1);
+    anon_block *list = realloc(b->big, (b->n_big + 1) * sizeof *list);
+    if (!list) return NULL;
+    b->big = list;
+    void *p = map_anon(bytes);
+    if (p) b->big[b->n_big++] = (anon_block){p, bytes, bytes};
     return p;
 }
-static void cpu_release(backend *b, void *p) { (void)b; free(p); }
+
+static void cpu_release(backend *b, void *p) {
+    for (size_t i = 0; i < b->n_big; i++)
+        if (b->big[i].base == p) {
+            map_anon_free(p, b->big[i].size);
+            b->big[i] = b->big[--b->n_big];
+            return;
+        }
+    free(p);
+}
 static size_t cpu_mem_available(backend *b) { (void)b; return mem_available(); }
 static void cpu_copy(backend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
 
@@ -112,9 +134,9 @@ static void x8_pack_groups(void *ctx, int64_t g0, int64_t g1) {
 static int cpu_upload(backend *b, qmat *w, char *err) {
     if (w->lookup || !q_x8_wanted(w->type) || w->row_bytes != qtype_row_bytes(w->type, w->cols)) return 0;
     const size_t bytes = (q_x8_bytes(w->type, w->rows, w->cols) + 63) & ~(size_t)63;
-    x8_arena *a = b->n_x8 ? &b->x8[b->n_x8 - 1] : NULL;
+    anon_block *a = b->n_x8 ? &b->x8[b->n_x8 - 1] : NULL;
     if (!a || a->size - a->used < bytes) {
-        x8_arena *list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
+        anon_block *list = realloc(b->x8, (b->n_x8 + 1) * sizeof *list);
         if (!list) return errf(err, "out of memory");
         b->x8 = list;
         a = &list[b->n_x8];

@@ -27,25 +27,24 @@ int kv_init(kvcache *kv, const backend_ops *ops, backend *be, int n_layers, int 
     for (int s = 0; s < max_seqs; s++) kv->seqs[s].table = tables + (size_t)s * max_blocks;
     for (int i = 0; i < n_blocks; i++) kv->free[i] = n_blocks - 1 - i;  // block 0 is taken first
     kv->n_free = n_blocks;
-    size_t bytes = (size_t)n_blocks * KV_BLOCK * kv->row_bytes;
+    // one allocation for every layer's K and V pools (a backend may give a
+    // large one larger pages: cpu.c's cpu_alloc)
+    const size_t bytes = (size_t)n_blocks * KV_BLOCK * kv->row_bytes;
+    if (!(kv->pools = ops->alloc(be, 2 * (size_t)n_layers * bytes))) {
+        kv_free(kv);
+        return errf(err, "cannot allocate the KV cache (%d layers x %d blocks x %d positions x %zu bytes, "
+                    "%.1f MiB: lower -c or --kv-mem%s)", n_layers, n_blocks, KV_BLOCK, kv->row_bytes,
+                    2.0 * n_layers * bytes / (1 << 20), type == KV_Q8 ? "" : ", or use --kv q8");
+    }
     for (int l = 0; l < n_layers; l++) {
-        kv->k[l] = ops->alloc(be, bytes);
-        kv->v[l] = ops->alloc(be, bytes);
-        if (!kv->k[l] || !kv->v[l]) {
-            kv_free(kv);
-            return errf(err, "cannot allocate the KV cache (%d layers x %d blocks x %d positions x %zu bytes, "
-                        "%.1f MiB: lower -c or --kv-mem%s)", n_layers, n_blocks, KV_BLOCK, kv->row_bytes,
-                        2.0 * n_layers * bytes / (1 << 20), type == KV_Q8 ? "" : ", or use --kv q8");
-        }
+        kv->k[l] = (uint8_t *)kv->pools + 2 * (size_t)l * bytes;
+        kv->v[l] = (uint8_t *)kv->pools + (2 * (size_t)l + 1) * bytes;
     }
     return 0;
 }
 
 void kv_free(kvcache *kv) {
-    for (int l = 0; l < kv->n_layers && kv->k && kv->v; l++) {
-        if (kv->k[l]) kv->ops->release(kv->be, kv->k[l]);
-        if (kv->v[l]) kv->ops->release(kv->be, kv->v[l]);
-    }
+    if (kv->pools) kv->ops->release(kv->be, kv->pools);
     free(kv->k);
     free(kv->v);
     free(kv->ref);

@@ -31,7 +31,8 @@ typedef struct {
     int n_ctx;        // positions one sequence may hold
     int max_blocks;   // blocks one sequence may hold: ceil(n_ctx / KV_BLOCK)
     int n_blocks;     // blocks in the pool
-    void **k, **v;    // [n_layers] → [n_blocks * KV_BLOCK] rows of row_bytes
+    void **k, **v;    // [n_layers] → [n_blocks * KV_BLOCK] rows of row_bytes, in pools
+    void *pools;      // the one allocation (backend_ops.alloc) holding every layer's K and V
     int32_t *ref;     // [n_blocks] sequences holding each block (0: free)
     int32_t *free;    // [n_blocks] stack of free block ids
     int n_free;

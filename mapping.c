@@ -23,8 +23,6 @@
 
 #include "util.h"
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
 // p rounded down / up to a 2 MiB boundary.
 static uintptr_t huge_down(const void *p) { return (uintptr_t)p & ~(uintptr_t)(HUGE_PAGE - 1); }
 static uintptr_t huge_up(const void *p) { return huge_down((const uint8_t *)p + HUGE_PAGE - 1); }
@@ -158,9 +156,4 @@ void map_drop(const void *p, size_t n) {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1), e = ((uintptr_t)p + n) & ~(uintptr_t)(page - 1);
     if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
-}
-
-void map_advise_huge(void *p, size_t n) {
-    const uintptr_t a = huge_up(p), e = huge_down((const uint8_t *)p + n);
-    if (e > a) madvise((void *)a, e - a, MADV_HUGEPAGE);
 }

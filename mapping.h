@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define HUGE_PAGE ((size_t)2 << 20)  // the pages the weights, the x8 copies and the KV cache ask for
+
 typedef struct {
     const uint8_t *base;  // the whole file, at a 2 MiB-aligned address; NULL when nothing is mapped
     size_t size;
@@ -22,11 +24,6 @@ void map_close(file_map *m);
 // does not say (no /proc). Returns -1 with err set only when the file could
 // not be mapped again (out of memory): m is then unusable but for map_close.
 int map_populate(file_map *m, long long *huge, char *err);
-
-// Asks for 2 MiB pages for the whole 2 MiB pages inside [p, p + n) of
-// anonymous memory that is not yet touched (the CPU's KV cache, which every
-// decode step streams as it streams the weights). A hint: nothing fails.
-void map_advise_huge(void *p, size_t n);
 
 // n bytes of anonymous memory no one has touched, zeroed, starting on a 2 MiB
 // boundary and asked for in 2 MiB pages (memory from malloc may have been

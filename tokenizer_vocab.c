@@ -24,7 +24,6 @@
 // filling itself (a 128k-token vocabulary's merge table: 8 MB, ~25 ms).
 static void *alloc_big(size_t bytes) {
 #ifdef MADV_HUGEPAGE
-    enum { HUGE_PAGE = 1 << 21 };
     if (bytes >= HUGE_PAGE) {
         void *p = NULL;
         if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
