@@ -7,6 +7,7 @@
 #define _GNU_SOURCE  // qsort_r (the Makefile passes -D_GNU_SOURCE; this keeps other builds working)
 #endif
 #include "tokenizer_int.h"
+#include "mapping.h"  // HUGE_PAGE
 #include "util.h"
 
 #include <limits.h>
