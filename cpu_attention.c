@@ -38,6 +38,8 @@
 #define ATT_STATE 2048     // floats of accumulators one work item keeps: its query heads × head_dim
 #define ATT_GROUP 16       // keys whose rows are converted to float together (a 16-lane tile)
 #define ATT_MAX_HEADS 64   // query heads of one work item
+#define ATT_PAD 16         // floats between a converted row's end and the next (see att_slice)
+#define ATT_AHEAD 64       // keys ahead whose rows a group's conversion asks for (see row_values)
 
 // ---- v16: 16 float lanes ----------------------------------------------------
 
@@ -71,6 +73,9 @@ static inline v16 v_pow2(v16 n) {
 static inline v16 v_zero_below(v16 a, v16 x, float lo) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(lo), _CMP_GE_OQ), a);
 }
+// a > b ? a : b lane by lane (VMAXPS: b where either is NaN); the largest lane
+static inline v16 v_max(v16 a, v16 b) { return _mm512_max_ps(a, b); }
+static inline float v_max_all(v16 a) { return _mm512_reduce_max_ps(a); }
 #elif defined(ATT_AVX2)
 typedef struct { __m256 lo, hi; } v16;  // lanes 0-7, 8-15
 static inline __m256i mask8(int n) {
@@ -118,6 +123,13 @@ static inline v16 v_zero_below(v16 a, v16 x, float lo) {
     const __m256 l = _mm256_set1_ps(lo);
     return (v16){_mm256_and_ps(a.lo, _mm256_cmp_ps(x.lo, l, _CMP_GE_OQ)),
                  _mm256_and_ps(a.hi, _mm256_cmp_ps(x.hi, l, _CMP_GE_OQ))};
+}
+static inline v16 v_max(v16 a, v16 b) { return (v16){_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+static inline float v_max_all(v16 a) {
+    __m256 m = _mm256_max_ps(a.lo, a.hi);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
 }
 #else
 typedef struct { float l[16]; } v16;
@@ -172,6 +184,15 @@ static inline v16 v_zero_below(v16 a, v16 x, float lo) {
     for (int i = 0; i < 16; i++) a.l[i] = x.l[i] >= lo ? a.l[i] : 0.0f;
     return a;
 }
+static inline v16 v_max(v16 a, v16 b) {
+    for (int i = 0; i < 16; i++) a.l[i] = a.l[i] > b.l[i] ? a.l[i] : b.l[i];
+    return a;
+}
+static inline float v_max_all(v16 a) {
+    float m = a.l[0];
+    for (int i = 1; i < 16; i++) m = a.l[i] > m ? a.l[i] : m;
+    return m;
+}
 #endif
 
 // e^x lane by lane, for x <= 0: 2^n · e^f with n = round(x·log2 e) and
@@ -215,11 +236,15 @@ static float dot(const float *a, const float *b, int n) {
 
 // The item's shapes: query heads [h0, h0 + nh), which read kv heads
 // [kv0, kv0 + nkv) (hq query heads each), columns [kv0·hd, (kv0 + nkv)·hd)
-// of every pool row.
+// of every pool row. Its rows converted to float lie bw floats apart,
+// ATT_PAD more than their nkv·hd (rows 1 KiB apart, as the 1B's fp16 pool
+// rows are, converted ~8% slower: loads waiting on stores at the same
+// offset in 4 KiB, it seems), head h's columns at col[h] in each.
 typedef struct {
     const attention_job *j;
-    int h0, nh, kv0, nkv, hq, hd;
+    int h0, nh, kv0, nkv, hq, hd, bw;
     size_t row_bytes;
+    int col[ATT_MAX_HEADS];
 } att_slice;
 
 // The softmax state of a slice's heads over some keys: running max M, sum
@@ -235,18 +260,29 @@ static void state_empty(att_state *st, int nh, int hd) {
 }
 
 // out[0 .. nkv·hd) = the slice's values of pool row r of `pool` (fp16, or
-// q8's d·q, exact in float).
-static void row_values(const att_slice *sl, const uint8_t *pool, size_t r, float *out) {
+// q8's d·q, exact in float). Meanwhile it asks for the same columns of row
+// `ahead` (NULL: none) into L2, a cache line per line read: left to the
+// hardware prefetcher, decode's attention read its rows at ~5 GB/s a
+// thread (1B, 1,024 positions, Emerald Rapids VM), and asking for a
+// group's rows in one burst gained nothing.
+static void row_values(const att_slice *sl, const uint8_t *pool, size_t r, float *out, const uint8_t *ahead) {
     const uint8_t *row = pool + r * sl->row_bytes;
     const int n = sl->nkv * sl->hd, col = sl->kv0 * sl->hd;
     if (sl->j->kv_type == KV_Q8) {
         const int8_t *q = (const int8_t *)row + col;
         const uint16_t *d = (const uint16_t *)(row + sl->j->n_kv_heads * sl->hd) + col / 32;
-        for (int i = 0; i < n; i += 16)
+        if (ahead)
+            for (int o = 0; o < n / 16; o += 64) __builtin_prefetch(ahead + ((const uint8_t *)d - row) + o, 0, 2);
+        for (int i = 0; i < n; i += 16) {
+            if (ahead && i % 64 == 0) __builtin_prefetch(ahead + col + i, 0, 2);
             v_store(out + i, v_mul(v_i8(q + i, n - i), v_set1(fp16_to_f32(d[i / 32]))), n - i);
+        }
     } else {
         const uint16_t *h = (const uint16_t *)row + col;
-        for (int i = 0; i < n; i += 16) v_store(out + i, v_f16(h + i, n - i), n - i);
+        for (int i = 0; i < n; i += 16) {
+            if (ahead && i % 32 == 0) __builtin_prefetch(ahead + 2 * (size_t)(col + i), 0, 2);
+            v_store(out + i, v_f16(h + i, n - i), n - i);
+        }
     }
 }
 
@@ -293,12 +329,13 @@ static void dots16(const float *q, const float *k, size_t kstride, int n, float 
 }
 
 // The slice's columns of rows [0, n) of a group (n <= ATT_GROUP), as
-// floats, to buf[j · w ...] (w = nkv · hd); rows past n are zeros.
-static void group_values(const att_slice *sl, const uint8_t *pool, const size_t *rows, int n, float *buf) {
-    const int w = sl->nkv * sl->hd;
+// floats, to buf[j · bw ...]; rows past n are zeros. ahead[0 .. na): the
+// rows ATT_AHEAD keys later, asked for meanwhile.
+static void group_values(const att_slice *sl, const uint8_t *pool, const size_t *rows, int n, float *buf,
+                         const size_t *ahead, int na) {
     for (int j = 0; j < ATT_GROUP; j++) {
-        if (j < n) row_values(sl, pool, rows[j], buf + (size_t)j * w);
-        else memset(buf + (size_t)j * w, 0, sizeof(float) * (size_t)w);
+        if (j < n) row_values(sl, pool, rows[j], buf + (size_t)j * sl->bw, j < na ? pool + ahead[j] * sl->row_bytes : NULL);
+        else memset(buf + (size_t)j * sl->bw, 0, sizeof(float) * (size_t)(sl->nkv * sl->hd));
     }
 }
 
@@ -323,15 +360,16 @@ static void add_values(float *acc, float r, const float *p, const float *v, size
 }
 
 // The scores s[h][g0 + j] of the slice's heads for the group's keys j < 16
-// (rows [0, n) valid, the rest scored 0); buf: room for converted rows.
+// (rows [0, n) valid, the rest scored 0); buf: room for converted rows;
+// ahead, na: as group_values takes them.
 static void group_scores(const att_slice *sl, const float *q, const size_t *rows, int n, float s[][ATT_CHUNK],
-                         int g0, float *buf) {
-    const int nh = sl->nh, hd = sl->hd, w = sl->nkv * sl->hd;
+                         int g0, float *buf, const size_t *ahead, int na) {
+    const int nh = sl->nh, hd = sl->hd;
     const float scale = sl->j->ac->scale;
-    group_values(sl, sl->j->kpool, rows, n, buf);
+    group_values(sl, sl->j->kpool, rows, n, buf, ahead, na);
     for (int h = 0; h < nh; h++) {
         float d[16];
-        dots16(q + (size_t)h * hd, buf + (size_t)((sl->h0 + h) / sl->hq - sl->kv0) * hd, (size_t)w, hd, d);
+        dots16(q + (size_t)h * hd, buf + sl->col[h], (size_t)sl->bw, hd, d);
         for (int j = 0; j < 16; j++) s[h][g0 + j] = d[j] * scale;
     }
 }
@@ -339,38 +377,49 @@ static void group_scores(const att_slice *sl, const float *q, const size_t *rows
 // st->acc of every head += its weights s[h][g0 + j] times the group's V rows
 // j < n, each head's accumulators first scaled by r[h] (r NULL: not at all).
 static void group_add(const att_slice *sl, const size_t *rows, int n, float s[][ATT_CHUNK], int g0,
-                      const float *r, att_state *st, float *buf) {
-    const int nh = sl->nh, hd = sl->hd, w = sl->nkv * sl->hd;
-    group_values(sl, sl->j->vpool, rows, n, buf);
+                      const float *r, att_state *st, float *buf, const size_t *ahead, int na) {
+    const int nh = sl->nh, hd = sl->hd;
+    group_values(sl, sl->j->vpool, rows, n, buf, ahead, na);
     for (int h = 0; h < nh; h++)
-        add_values(st->acc + (size_t)h * hd, r ? r[h] : 1.0f, s[h] + g0, buf + (size_t)((sl->h0 + h) / sl->hq - sl->kv0) * hd,
-                   (size_t)w, n, hd);
+        add_values(st->acc + (size_t)h * hd, r ? r[h] : 1.0f, s[h] + g0, buf + sl->col[h], (size_t)sl->bw, n, hd);
 }
 
 // st = the slice's softmax state over keys [a, b) of the sequence whose
 // block table is `table`, from the empty state, ATT_CHUNK keys at a time:
 // the chunk's K rows give every head's scores, each head's state takes the
 // whole chunk (one exponential over it), then the V rows are added in. Rows
-// are read whole (the slice's columns), ATT_GROUP at a time.
-static void range_state(const att_slice *sl, const float *q, const int32_t *table, int a, int b, att_state *st) {
+// are read whole (the slice's columns), ATT_GROUP at a time, each group
+// asking for the rows ATT_AHEAD keys on (up to len, the sequence's end).
+static void range_state(const att_slice *sl, const float *q, const int32_t *table, int a, int b, int len,
+                        att_state *st) {
     const int nh = sl->nh;
-    float s[ATT_MAX_HEADS][ATT_CHUNK], buf[ATT_GROUP * ATT_STATE];
-    size_t rows_all[ATT_RANGE];
-    for (int j = 0; j < b - a; j++) rows_all[j] = (size_t)table[(a + j) / KV_BLOCK] * KV_BLOCK + (a + j) % KV_BLOCK;
+    float s[ATT_MAX_HEADS][ATT_CHUNK], buf[ATT_GROUP * (ATT_STATE + ATT_PAD)];
+    size_t rows_all[ATT_RANGE + ATT_AHEAD];  // the range's rows, and those ahead of its last
+    const int end = len - b < ATT_AHEAD ? len : b + ATT_AHEAD;
+    for (int j = 0; j < end - a; j++) rows_all[j] = (size_t)table[(a + j) / KV_BLOCK] * KV_BLOCK + (a + j) % KV_BLOCK;
     state_empty(st, nh, sl->hd);
     for (int c0 = a; c0 < b; c0 += ATT_CHUNK) {
         const int cn = b - c0 < ATT_CHUNK ? b - c0 : ATT_CHUNK;
-        const size_t *rows = rows_all + (c0 - a);
+        const size_t *rows = rows_all + (c0 - a), *ahead = rows + ATT_AHEAD;
+        int na[ATT_CHUNK / ATT_GROUP];  // rows ahead of each group's
+        for (int g = 0; g < cn; g += ATT_GROUP) {
+            const int left = end - (c0 + ATT_AHEAD + g);
+            na[g / ATT_GROUP] = left < 0 ? 0 : left < ATT_GROUP ? left : ATT_GROUP;
+        }
         for (int g = 0; g < cn; g += ATT_GROUP)
-            group_scores(sl, q, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, buf);
+            group_scores(sl, q, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, buf, ahead + g, na[g / ATT_GROUP]);
         // s becomes the weights e^(s - M), the last 16 lanes padded with e^-inf = 0
         float r[ATT_MAX_HEADS];  // e^(M_before - M): rescales what came before
         for (int h = 0; h < nh; h++) {
-            float m = st->M[h];
-            for (int j = 0; j < cn; j++) m = s[h][j] > m ? s[h][j] : m;
+            for (int j = cn; j % 16; j++) s[h][j] = -INFINITY;
+            // the running max, lane by lane (a NaN score never taken), then
+            // over the lanes: the same value in any order but for the sign
+            // of a zero, which no difference s - m or M - m below can show
+            v16 mv = v_set1(st->M[h]);
+            for (int j = 0; j < cn; j += 16) mv = v_max(v_load(s[h] + j, 16), mv);
+            const float m = v_max_all(mv);
             r[h] = exp_neg(st->M[h] - m);
             st->M[h] = m;
-            for (int j = cn; j % 16; j++) s[h][j] = -INFINITY;
             v16 sum = v_set1(0.0f);
             for (int j = 0; j < cn; j += 16) {
                 const v16 e = v_exp_neg(v_add(v_load(s[h] + j, 16), v_set1(-m)));
@@ -380,7 +429,8 @@ static void range_state(const att_slice *sl, const float *q, const int32_t *tabl
             st->S[h] = st->S[h] * r[h] + v_sum(sum);
         }
         for (int g = 0; g < cn; g += ATT_GROUP)
-            group_add(sl, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, g ? NULL : r, st, buf);
+            group_add(sl, rows + g, cn - g < ATT_GROUP ? cn - g : ATT_GROUP, s, g, g ? NULL : r, st, buf, ahead + g,
+                      na[g / ATT_GROUP]);
     }
 }
 
@@ -442,10 +492,12 @@ static size_t part_floats(const attention_job *j) { return (size_t)slice_heads(j
 
 static att_slice slice_of(const attention_job *j, int s) {
     const int per = slice_heads(j), hq = j->n_heads / j->n_kv_heads;
-    att_slice sl = {j, s * per, j->n_heads - s * per < per ? j->n_heads - s * per : per, 0, 0, hq, j->head_dim,
-                    kv_row_bytes(j->kv_type, j->n_kv_heads * j->head_dim)};
+    att_slice sl = {j, s * per, j->n_heads - s * per < per ? j->n_heads - s * per : per, 0, 0, hq, j->head_dim, 0,
+                    kv_row_bytes(j->kv_type, j->n_kv_heads * j->head_dim), {0}};
     sl.kv0 = sl.h0 / hq;
     sl.nkv = (sl.h0 + sl.nh - 1) / hq - sl.kv0 + 1;
+    sl.bw = sl.nkv * sl.hd + ATT_PAD;
+    for (int h = 0; h < sl.nh; h++) sl.col[h] = ((sl.h0 + h) / hq - sl.kv0) * sl.hd;
     return sl;
 }
 
@@ -480,7 +532,7 @@ void attention_items(void *ctx, int64_t i0, int64_t i1) {
         if (j->part) {  // one range: its partial state, for attention_merge
             if (a + r * ATT_RANGE >= len) continue;
             const int b = a + (r + 1) * ATT_RANGE < len ? a + (r + 1) * ATT_RANGE : len;
-            range_state(&sl, j->q + off, table, a + r * ATT_RANGE, b, &part);
+            range_state(&sl, j->q + off, table, a + r * ATT_RANGE, b, len, &part);
             float *p = j->part + (size_t)i * part_floats(j);
             memcpy(p, part.M, sizeof(float) * (size_t)sl.nh);
             memcpy(p + sl.nh, part.S, sizeof(float) * (size_t)sl.nh);
@@ -490,7 +542,7 @@ void attention_items(void *ctx, int64_t i0, int64_t i1) {
         // every range in turn, merged as attention_merge merges them
         state_empty(&st, sl.nh, sl.hd);
         for (int k0 = a; k0 < len; k0 += ATT_RANGE) {
-            range_state(&sl, j->q + off, table, k0, k0 + ATT_RANGE < len ? k0 + ATT_RANGE : len, &part);
+            range_state(&sl, j->q + off, table, k0, k0 + ATT_RANGE < len ? k0 + ATT_RANGE : len, len, &part);
             state_merge(&st, part.M, part.S, part.acc, sl.nh, sl.hd);
         }
         state_out(&sl, &st, j->out + off);
