@@ -487,17 +487,21 @@ ALWAYS_INLINE __m512 halves8_twice(const uint8_t *p) {
     return _mm512_shuffle_f32x4(f, f, 0x44);
 }
 
+// Vectors v and v + 4 of an x8 run at p (32 bytes each) in one register.
+ALWAYS_INLINE __m512i vectors_v4(const uint8_t *p) { return x8_pair(p, p + 128); }
+
 // Q6_K, Q3_K and Q2_K (the K16 types), one token against the x8 group at g8:
 // per pass groups j = 2s and 2s + 1 of a super-block, in lanes 0-7 and 8-15.
 // Q6_K runs q6k_tile8_avx2's chains (acc[s], with q6k_token's operations;
 // reduced in reduce16's order), Q3_K and Q2_K each row's K23 chain (as
 // k23_tile8_avx2): the passes' scaled group sums add up in I and M, whose
-// halves fold into the rows' sums once per super-block. Both groups take
-// the vectors 2m, 2m + 1 (m < 4) of a run of 8: Q6_K's ql vectors 16h + 8(k
-// & 1) on (nibble k >> 1; s = 4h + k) with qh vectors 8h on (bits 2k, 2k +
-// 1), Q3_K's plane dwords of sub-block s, Q2_K's qs vectors 8 (j / 8) on
-// (bits 2k); q[m] lanes: group j + m / 2's weights 4v .. 4v+3, v = 2 (m % 2)
-// (0-7), + 1 (8-15).
+// halves fold into the rows' sums once per super-block. Group j takes the
+// vectors m < 4 of a run of 8, group j + 1 the vectors m + 4: Q6_K's ql
+// vectors 16h + 8(k & 1) on (nibble k >> 1; s = 4h + k) with qh vectors 8h
+// on (bits 2k, 2k + 1), Q3_K's plane dwords of sub-block s, Q2_K's qs
+// vectors 8 (j / 8) on (bits 2k); q[m] lanes: group j's weights 4m .. 4m+3
+// (0-7), group j + 1's (8-15), so a pass's sums need no folding and each
+// token vector one single-source permute (lanes1).
 ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int64_t u0, int64_t u1, const uint8_t *x,
                                float *out) {
     (void)n;
@@ -528,30 +532,30 @@ ALWAYS_INLINE void k16_decode8(uint32_t type, const uint8_t *g8, int64_t n, int6
             __m512i q[4];
             for (int m = 0; m < 4; m++) {
                 if (type == Q_Q6_K) {
-                    const __m512i l = load512_halves(b + X8_AT(block_q6_K, ql) + 32 * (16 * h + 8 * (k & 1) + 2 * m));
-                    const __m512i H = load512_halves(b + X8_AT(block_q6_K, qh) + 32 * (8 * h + 2 * m));
+                    const __m512i l = vectors_v4(b + X8_AT(block_q6_K, ql) + 32 * (16 * h + 8 * (k & 1) + m));
+                    const __m512i H = vectors_v4(b + X8_AT(block_q6_K, qh) + 32 * (8 * h + m));
                     const __m512i hi = k == 0 ? _mm512_slli_epi16(H, 4) : k == 1 ? _mm512_slli_epi16(H, 2)
                                      : k == 2 ? H : _mm512_srli_epi16(H, 2);
                     q[m] = _mm512_ternarylogic_epi32(k >> 1 ? _mm512_srli_epi16(l, 4) : l, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)),
                                                      m4, 0xEC);  // (l & 15) | hi
                 } else if (type == Q_Q2_K) {
-                    const __m512i raw = load512_halves(b + X8_AT(block_q2_K, qs) + 32 * (8 * h + 2 * m));
+                    const __m512i raw = vectors_v4(b + X8_AT(block_q2_K, qs) + 32 * (8 * h + m));
                     q[m] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * k), m3);
                 } else if (s < 6) {
-                    const uint8_t *p = b + X8_AT(q3k_planes, p) + 64 * m + 256 * (s / 2);  // plane i at + 256 i
-                    q[m] = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p), 3 * (s & 1)), _mm512_set1_epi8(7));
+                    const uint8_t *p = b + X8_AT(q3k_planes, p) + 32 * m + 256 * (s / 2);  // plane i at + 256 i
+                    q[m] = _mm512_and_si512(_mm512_srli_epi16(vectors_v4(p), 3 * (s & 1)), _mm512_set1_epi8(7));
                 } else {  // bits 6-7 of plane s - 6, bit s of plane 2 as bit 2
-                    const uint8_t *p = b + X8_AT(q3k_planes, p) + 64 * m;
-                    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(load512_halves(p + 512), s == 6 ? 4 : 5), _mm512_set1_epi8(4));
-                    q[m] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(load512_halves(p + 256 * (s - 6)), 6), hb, m3, 0xEC);  // (a & 3) | hb
+                    const uint8_t *p = b + X8_AT(q3k_planes, p) + 32 * m;
+                    const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(vectors_v4(p + 512), s == 6 ? 4 : 5), _mm512_set1_epi8(4));
+                    q[m] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(vectors_v4(p + 256 * (s - 6)), 6), hb, m3, 0xEC);  // (a & 3) | hb
                 }
             }
-            __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], lanes2(xv[0], j, xv[1], j));
-            __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], lanes2(xv[0], j + 1, xv[1], j + 1));
-            i0 = _mm512_dpbusd_epi32(i0, q[1], lanes2(xv[2], j, xv[3], j));
-            i1 = _mm512_dpbusd_epi32(i1, q[3], lanes2(xv[2], j + 1, xv[3], j + 1));
+            const __m512i i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], lanes1(xv[0], j, j + 1)), q[1],
+                                                   lanes1(xv[1], j, j + 1));
+            const __m512i i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q[2], lanes1(xv[2], j, j + 1)), q[3],
+                                                   lanes1(xv[3], j, j + 1));
             const __m512i c = lanes1(cv, j, j + 1);
-            __m512i iv = fold2(i0, i1);
+            __m512i iv = _mm512_add_epi32(i0, i1);
             if (type == Q_Q6_K) {
                 iv = _mm512_add_epi32(iv, c);
                 const __m512 a = _mm512_mul_ps(

@@ -708,7 +708,10 @@ static void test_x8(void) {
 // Single-thread speeds: the decode matvec over weights far larger than the
 // last-level cache (BENCH_MIB of 8192 x 2048 matrices, visited in turn, as a
 // decode step visits a model's matrices: GB/s of weights streamed from DRAM),
-// the same on one matrix that stays in cache, a 64-token product called as
+// the same on one matrix that stays in cache, and on its first rows that fit
+// in L2 (L2_KIB; the best of many calls: what the kernel computes when memory
+// keeps up, which a core must exceed to keep up with its share of the
+// memory's bandwidth), a 64-token product called as
 // cpu.c does (64-row slices), and activation quantization. Then the decode
 // matvec on every core. Each DRAM figure has its limit beside it: the same
 // bytes summed as `quill bench`'s probe sums them (q_read_words), on one
@@ -716,6 +719,7 @@ static void test_x8(void) {
 // may change from one minute to the next). Best of several runs: the machine
 // may be shared.
 #define BENCH_MIB 512
+#define L2_KIB 768
 #define READ_CHUNK ((int64_t)1 << 17)  // the fewest words a thread claims: 1 MiB
 
 static double read_gbs(const uint8_t *p, size_t bytes) {
@@ -791,7 +795,7 @@ static int bench(const char *only, int rows, int64_t n) {
     }
     printf("q_matmul, %s; weights %d x %lld (%d MiB of them for DRAM); one thread, \"all\": %d; best of 3\n",
            q_simd_name(), rows, (long long)n, BENCH_MIB, ncpu);
-    printf("%-8s %14s %14s %13s %16s %16s %18s %16s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s",
+    printf("%-8s %14s %14s %13s %9s %16s %16s %18s %16s\n", "type", "DRAM matvec", "DRAM read", "cached GB/s", "L2 GB/s",
            "64-token GMAC/s", "quantize ns/el", "DRAM matvec, all", "DRAM read, all");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
@@ -827,6 +831,14 @@ static int bench(const char *only, int rows, int64_t n) {
             for (int r0 = 0; r0 < rows; r0 += 64) bench_mm(type, x8, n, w, rb, r0, 64, xq, xs, ntok, y + r0, rows);
             bestt = fmin(bestt, now_sec() - t0);
         }
+        int l2rows = (int)((size_t)L2_KIB * 1024 / rb) / 16 * 16;
+        if (l2rows > rows) l2rows = rows;
+        double bestl = 1e9;
+        for (int rep = 0; l2rows > 0 && rep < 200; rep++) {
+            const double t0 = now_sec();
+            bench_mm(type, x8, n, w, rb, 0, l2rows, xq, xs, 1, y, rows);
+            bestl = fmin(bestl, now_sec() - t0);
+        }
         double bestp = 1e9, best_read = 0;
         for (int rep = 0; rep < 3; rep++) {
             const double t0 = now_sec();
@@ -837,8 +849,8 @@ static int bench(const char *only, int rows, int64_t n) {
             bestp = fmin(bestp, (now_sec() - t0) / nmat);
             best_read = fmax(best_read, read_all_gbs(pool, w, mb * nmat));
         }
-        printf("%-5s%-3s %10.1f GB/s %9.1f GB/s %13.1f %16.1f %16.2f %13.1f GB/s %11.1f GB/s\n", qtype_get(type)->name,
-               x8 ? " x8" : "", mb / bestd / 1e9, read_gbs(w, mb * nmat), mb / bestc / 1e9,
+        printf("%-5s%-3s %10.1f GB/s %9.1f GB/s %13.1f %9.1f %16.1f %16.2f %13.1f GB/s %11.1f GB/s\n", qtype_get(type)->name,
+               x8 ? " x8" : "", mb / bestd / 1e9, read_gbs(w, mb * nmat), mb / bestc / 1e9, rb * l2rows / bestl / 1e9,
                (double)n * rows * ntok / bestt / 1e9, bestq / (n * ntok) * 1e9, mb / bestp / 1e9, best_read);
         map_anon_free(w, mb * nmat), free(xq), free(x), free(y);
     }
