@@ -789,24 +789,21 @@ ALWAYS_INLINE void unit_tile8_avx2(uint32_t type, const uint8_t *g, int64_t n, i
 }
 
 // Q6_K, the group at g8 against NT tokens: lane j of unit u (a super-block)
-// is group j, as in q6k_tile_avx2. Group j = 8h + 2k + i (h, i < 2, k < 4)
-// takes nibble k >> 1 of ql vectors 16h + 8(k & 1) + 4i + v and bits 2k,
-// 2k + 1 of qh vectors 8h + 4i + v (v < 4: its elements 4v .. 4v+3), as
-// q6k_unpack_avx2's N[k] does. k a constant (the shifts are).
-ALWAYS_INLINE void q6k_group8_avx2(const uint8_t *b, int64_t u, int h, int i, const int k, const uint8_t *x, size_t xs,
-                                   __m256 acc[][16], const int NT) {
-    const uint8_t *ql = b + X8_AT(block_q6_K, ql), *qh = b + X8_AT(block_q6_K, qh), *sc = b + X8_AT(block_q6_K, scales);
-    const int j = 8 * h + 2 * k + i;
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-    __m256i q[4];  // q[v] lane r: row r's 6-bit weights 4v .. 4v+3 of group j
-    for (int v = 0; v < 4; v++) {
-        const __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * (16 * h + 8 * (k & 1) + 4 * i + v)));
-        const __m256i hb = _mm256_loadu_si256((const __m256i *)(qh + 32 * (8 * h + 4 * i + v)));
-        const __m256i hi = k == 0 ? _mm256_slli_epi16(hb, 4) : k == 1 ? _mm256_slli_epi16(hb, 2)
-                         : k == 2 ? hb : _mm256_srli_epi16(hb, 2);
-        q[v] = _mm256_or_si256(_mm256_and_si256(k >> 1 ? _mm256_srli_epi16(l, 4) : l, m4), _mm256_and_si256(hi, m30));
+// is group j, as in q6k_tile_avx2, its weights q6k_planes' vectors 3j ..
+// 3j + 2 (quant_x8.c: dword r of vector 3j + t holds row r's bytes 4t ..
+// 4t+3 of group j).
+ALWAYS_INLINE void q6k_group8_avx2(const uint8_t *b, int64_t u, int j, const uint8_t *x, size_t xs, __m256 acc[][16],
+                                   const int NT) {
+    const uint8_t *p = b + X8_AT(q6k_planes, p) + 96 * j, *sc = b + X8_AT(q6k_planes, scales);
+    __m256i w[3], q[4];  // q[v] lane r: row r's 6-bit weights 4v .. 4v+3 of group j
+    for (int t = 0; t < 3; t++) {
+        w[t] = _mm256_loadu_si256((const __m256i *)(p + 32 * t));
+        q[t] = _mm256_and_si256(w[t], _mm256_set1_epi8(63));
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(block_q6_K, d))));
+    q[3] = _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w[0], 6), _mm256_set1_epi8(3)),
+                                           _mm256_and_si256(_mm256_srli_epi16(w[1], 4), _mm256_set1_epi8(12))),
+                           _mm256_and_si256(_mm256_srli_epi16(w[2], 2), _mm256_set1_epi8(48)));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + X8_AT(q6k_planes, d))));
     const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * j)))), d);
     for (int t = 0; t < NT; t++) {
         const uint8_t *r = x + (size_t)t * xs + (size_t)u * K16_BYTES;
@@ -824,16 +821,12 @@ ALWAYS_INLINE void q6k_tile8_avx2(uint32_t type, const uint8_t *g8, int64_t n, i
     for (int t = 0; t < NT; t++)
         for (int j = 0; j < 16; j++) acc[t][j] = _mm256_setzero_ps();
     for (int64_t u = u0; u < u1; u++) {
-        const uint8_t *b = g8 + (size_t)u * 8 * sizeof(block_q6_K);
-        for (int h = 0; h < 2; h++)
-            for (int i = 0; i < 2; i++) {
-                if (NT == 1)  // as in unit_tile8_avx2, a quarter at a time
-                    decode_prefetch_part(b, 8 * sizeof(block_q6_K), 2 * h + i, 4);
-                q6k_group8_avx2(b, u, h, i, 0, x, xs, acc, NT);
-                q6k_group8_avx2(b, u, h, i, 1, x, xs, acc, NT);
-                q6k_group8_avx2(b, u, h, i, 2, x, xs, acc, NT);
-                q6k_group8_avx2(b, u, h, i, 3, x, xs, acc, NT);
-            }
+        const uint8_t *b = g8 + (size_t)u * 8 * sizeof(q6k_planes);
+        for (int part = 0; part < 4; part++) {
+            if (NT == 1)  // as in unit_tile8_avx2, a quarter at a time
+                decode_prefetch_part(b, 8 * sizeof(q6k_planes), part, 4);
+            for (int j = 4 * part; j < 4 * part + 4; j++) q6k_group8_avx2(b, u, j, x, xs, acc, NT);
+        }
     }
     for (int t = 0; t < NT; t++) reduce16_rows8(acc[t], out + 8 * t);
 }

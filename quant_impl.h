@@ -556,6 +556,21 @@ _Static_assert(sizeof(q5k_planes) == sizeof(block_q5_K), "q5k_planes");
 // 6-7 of plane 1 and bit 7 of plane 2 (quant_x8.c converts).
 typedef struct { uint8_t p[3][32]; uint8_t scales[12]; fp16_t d; } q3k_planes;
 _Static_assert(sizeof(q3k_planes) == sizeof(block_q3_K), "q3k_planes");
+// Q6_K's block in the AVX2 build's x8 groups (X8_Q6K_PLANES): its 6-bit
+// weights four in three bytes, then scales and d as in block_q6_K. Group g
+// (elements 16g .. 16g+15) takes the 12 bytes p[g]: byte 4t + e (t < 3,
+// e < 4) holds element 16g + 4t + e in bits 0-5 and bits 2t, 2t+1 of
+// element 16g + 12 + e in bits 6-7. A vector of 8 rows' weights comes apart
+// in one operation (elements 4t .. 4t+3) or eight (12 .. 15), against about
+// four from ql and qh (quant_x8.c converts). The AVX-512 build keeps
+// ggml's fields: its prompts unpack Q6_K's x8 rows into ggml's layout.
+typedef struct { uint8_t p[16][12]; int8_t scales[16]; fp16_t d; } q6k_planes;
+_Static_assert(sizeof(q6k_planes) == sizeof(block_q6_K), "q6k_planes");
+#if defined(Q_AVX2)
+#define X8_Q6K_PLANES 1
+#else
+#define X8_Q6K_PLANES 0
+#endif
 // The AVX2 build's x8 kernels (quant_avx2.c):
 //   q_tiles8_avx2[type]: as a tile function, for the 8 rows of the group at
 //     w (out[8 t + r]: token t, row r), for the unit-kernel types of the layout;

@@ -26,8 +26,9 @@
 // scales[s]), qs as 16 vectors, d, dmin; Q3_K (880) as q3k_planes
 // (quant_impl.h): 3 planes as 24 vectors, the scale bytes as 3 vectors, d;
 // Q6_K (1680 bytes) ql as 32 vectors, qh as
-// 16, the 16 scales as runs of 8 bytes (run s, byte r: the row's
-// scales[s]), then d.
+// 16 (the AVX2 build: q6k_planes' p as 48, group g at vectors 3g .. 3g+2),
+// the 16 scales as runs of 8 bytes (run s, byte r: the row's scales[s]),
+// then d.
 // A matrix's groups follow each other (group g at byte 8g · row bytes), its
 // last group padded with copies of the last row.
 #include "quant_impl.h"
@@ -52,8 +53,12 @@ static int x8_fields(uint32_t type, const x8_field **f) {
                                    X8_FIELD(block_q4_K, scales, 4), X8_FIELD(block_q4_K, qs, 4)};
     static const x8_field q5k[] = {X8_FIELD(q5k_planes, d, 2), X8_FIELD(q5k_planes, dmin, 2), X8_FIELD(q5k_planes, scales, 4),
                                    X8_FIELD(q5k_planes, p, 4)};
+#if X8_Q6K_PLANES
+    static const x8_field q6k[] = {X8_FIELD(q6k_planes, p, 4), X8_FIELD(q6k_planes, scales, 1), X8_FIELD(q6k_planes, d, 2)};
+#else
     static const x8_field q6k[] = {X8_FIELD(block_q6_K, ql, 4), X8_FIELD(block_q6_K, qh, 4),
                                    X8_FIELD(block_q6_K, scales, 1), X8_FIELD(block_q6_K, d, 2)};
+#endif
     static const x8_field q40[] = {X8_FIELD(block_q4_0, d, 2), X8_FIELD(block_q4_0, qs, 4)};
     static const x8_field q80[] = {X8_FIELD(block_q8_0, d, 2), X8_FIELD(block_q8_0, qs, 4)};
     static const x8_field q41[] = {X8_FIELD(block_q4_1, d, 2), X8_FIELD(block_q4_1, m, 2), X8_FIELD(block_q4_1, qs, 4)};
@@ -169,6 +174,49 @@ static void q3k_from_planes(const q3k_planes *p, block_q3_K *b) {
     b->d = p->d;
 }
 
+#if X8_Q6K_PLANES
+// A Q6_K block as q6k_planes and back. Per half h of the block, the 4
+// vectors of q6k_value's values (vector k, byte l: element 128h + 32k + l):
+// 128-bit lane i holds group 8h + 2k + i, whose bytes 4t + e (t < 3) then
+// take bits 2t, 2t+1 of its byte 12 + e. Each lane is stored as 16 bytes,
+// the last 4 of which the next group's (or the scales) overwrite.
+static void q6k_to_planes(const block_q6_K *b, q6k_planes *p) {
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    const __m256i last = _mm256_setr_epi8(12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15, -1, -1, -1, -1, 12, 13, 14, 15, 12, 13,
+                                          14, 15, 12, 13, 14, 15, -1, -1, -1, -1);
+    const __m256i keep = _mm256_setr_epi32(0x03030303, 0x0c0c0c0c, 0x30303030, 0, 0x03030303, 0x0c0c0c0c, 0x30303030, 0);
+    const __m256i up = _mm256_setr_epi32(6, 4, 2, 0, 6, 4, 2, 0);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        for (int k = 0; k < 4; k++) {
+            const __m256i lo = _mm256_and_si256(k < 2 ? (k ? l1 : l0) : _mm256_srli_epi16(k & 1 ? l1 : l0, 4), m4);
+            const __m256i v = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3), 4));
+            const __m256i w = _mm256_or_si256(v, _mm256_sllv_epi32(_mm256_and_si256(_mm256_shuffle_epi8(v, last), keep), up));
+            _mm_storeu_si128((__m128i *)p->p[8 * h + 2 * k], _mm256_castsi256_si128(w));
+            _mm_storeu_si128((__m128i *)p->p[8 * h + 2 * k + 1], _mm256_extracti128_si256(w, 1));
+        }
+    }
+    memcpy(p->scales, b->scales, sizeof p->scales);
+    p->d = b->d;
+}
+
+static void q6k_from_planes(const q6k_planes *p, block_q6_K *b) {
+    memset(b->ql, 0, sizeof b->ql);
+    memset(b->qh, 0, sizeof b->qh);
+    for (int e = 0; e < 256; e++) {  // q6k_value's places: h = e / 128, k = e % 128 / 32, l = e % 32
+        const uint8_t *g = p->p[e / 16];
+        const int i = e % 16, h = e / 128, k = e % 128 / 32, l = e % 32;
+        const int v = i < 12 ? g[i] & 63 : g[i - 12] >> 6 | (g[i - 8] >> 6) << 2 | (g[i - 4] >> 6) << 4;
+        b->ql[64 * h + 32 * (k & 1) + l] |= (uint8_t)((v & 15) << 4 * (k >> 1));
+        b->qh[32 * h + l] |= (uint8_t)((v >> 4) << 2 * k);
+    }
+    memcpy(b->scales, p->scales, sizeof b->scales);
+    b->d = p->d;
+}
+#endif
+
 // Q5_0's and Q5_1's qh as the x8 copy keeps it (quant_impl.h):
 // bit 4v + j to bit 8j + v (a 4 x 8 bit transposition), and back.
 static uint32_t q5_qh_to_x8(uint32_t h) {
@@ -196,11 +244,20 @@ static uint32_t q5_qh_from_x8(uint32_t o) {
 }
 
 // The types whose x8 copy keeps a block in a form of its own (same size):
-// Q5_K's and Q3_K's planes, Q5_0's and Q5_1's qh transposed. `to`
-// converts ggml's block b into it at o, else back.
-static int x8_own_form(uint32_t type) { return type == Q_Q5_K || type == Q_Q3_K || type == Q_Q5_0 || type == Q_Q5_1; }
+// Q5_K's, Q3_K's and (AVX2) Q6_K's planes, Q5_0's and Q5_1's qh
+// transposed. `to` converts ggml's block b into it at o, else back.
+static int x8_own_form(uint32_t type) {
+    return type == Q_Q5_K || type == Q_Q3_K || type == Q_Q5_0 || type == Q_Q5_1 || (X8_Q6K_PLANES && type == Q_Q6_K);
+}
 
 static void x8_convert(uint32_t type, const uint8_t *b, uint8_t *o, int to) {
+#if X8_Q6K_PLANES
+    if (type == Q_Q6_K) {
+        if (to) q6k_to_planes((const block_q6_K *)b, (q6k_planes *)o);
+        else q6k_from_planes((const q6k_planes *)b, (block_q6_K *)o);
+        return;
+    }
+#endif
     if (type == Q_Q5_K) {
         if (to) q5k_to_planes((const block_q5_K *)b, (q5k_planes *)o);
         else q5k_from_planes((const q5k_planes *)b, (block_q5_K *)o);
@@ -221,7 +278,7 @@ static void x8_convert(uint32_t type, const uint8_t *b, uint8_t *o, int to) {
 static void x8_block(uint32_t type, const uint8_t *g, int r, uint8_t *b) {
     const x8_field *f;
     const int nf = x8_fields(type, &f);
-    uint8_t own[sizeof(block_q5_K)];  // the largest block of an own form
+    uint8_t own[sizeof(block_q6_K)];  // the largest block of an own form
     uint8_t *to = x8_own_form(type) ? own : b;
     for (int j = 0; j < nf; j++)
         for (int i = 0; i < f[j].len; i += f[j].w) memcpy(to + f[j].off + i, g + 8 * (f[j].off + i) + f[j].w * r, f[j].w);
@@ -295,7 +352,7 @@ static void x8_group(uint32_t type, int64_t nb, uint8_t *const row[8], uint8_t *
             x8_group_block(f, nf, (size_t)k * bb, row, g, pack);
             continue;
         }
-        uint8_t own[8][sizeof(block_q5_K)];  // the rows' blocks in the type's own form
+        uint8_t own[8][sizeof(block_q6_K)];  // the rows' blocks in the type's own form (the largest)
         uint8_t *const orow[8] = {own[0], own[1], own[2], own[3], own[4], own[5], own[6], own[7]};
         for (int r = 0; pack && r < 8; r++) x8_convert(type, row[r] + (size_t)k * bb, own[r], 1);
         x8_group_block(f, nf, 0, orow, g, pack);
